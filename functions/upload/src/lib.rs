@@ -1,0 +1,107 @@
+//! The `upload` function: every route that takes a file's bytes in or hands them out.
+//!
+//! `handle` is what the Lambda runtime, the local runner and the tests all call.
+
+mod error;
+mod files;
+mod multipart;
+
+pub use error::UploadError;
+
+use lambda_http::{Body, Request, Response};
+use sluice_blob::Blob;
+use sluice_domain::{BlockingPool, Config};
+use sluice_store::Db;
+use uuid::Uuid;
+
+/// Everything a request needs, built once per cold start.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub config: Config,
+    pub db: Db,
+    pub blob: Blob,
+    pub pool: BlockingPool,
+}
+
+impl AppState {
+    pub fn new(config: Config, db: Db, blob: Blob) -> Self {
+        let pool = BlockingPool::new(config.file_io_max_workers);
+        Self { config, db, blob, pool }
+    }
+
+    /// Builds the state from the environment: the SDK's standard settings, `DATABASE_URL`,
+    /// and the configuration `Config::from_env` reads. Migrations run here, once.
+    pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        let config = Config::from_env()?;
+        let database_url = std::env::var("DATABASE_URL").map_err(|_| "DATABASE_URL is missing")?;
+        let db = Db::connect(&database_url, 4).await?;
+        let sdk = sluice_blob::sdk_config().await;
+        let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
+        Ok(Self::new(config, db, blob))
+    }
+}
+
+/// The routes this function serves, decided from the method and the path.
+#[derive(Debug, PartialEq, Eq)]
+enum Route {
+    Upload,
+    File(Uuid),
+    FileContent(Uuid),
+    FileText(Uuid),
+    DeleteFile(Uuid),
+    LinkAttachments(String),
+    /// A file route naming an id that cannot exist: answered like an absent file.
+    NoSuchFile,
+}
+
+fn route(method: &str, path: &str) -> Option<Route> {
+    let path = path.strip_prefix("/api/v1/")?.trim_end_matches('/');
+    let segments: Vec<&str> = path.split('/').collect();
+    let file_id = |s: &str| Uuid::parse_str(s).ok();
+    Some(match (method, segments.as_slice()) {
+        ("POST", ["files", "upload"]) => Route::Upload,
+        ("GET", ["files", id]) => file_id(id).map_or(Route::NoSuchFile, Route::File),
+        ("GET", ["files", id, "content"]) => file_id(id).map_or(Route::NoSuchFile, Route::FileContent),
+        ("GET", ["files", id, "text"]) => file_id(id).map_or(Route::NoSuchFile, Route::FileText),
+        ("DELETE", ["files", id]) => file_id(id).map_or(Route::NoSuchFile, Route::DeleteFile),
+        ("POST", ["messages", message_id, "attachments"]) => Route::LinkAttachments((*message_id).to_owned()),
+        _ => return None,
+    })
+}
+
+/// Serves one API Gateway request.
+pub async fn handle(state: &AppState, request: Request) -> Response<Body> {
+    let result = async {
+        let caller = sluice_web::caller(&request).map_err(|_| UploadError::Unauthorized)?;
+        let method = request.method().as_str().to_owned();
+        let path = request.uri().path().to_owned();
+        match route(&method, &path).ok_or(UploadError::NoRoute)? {
+            Route::Upload => files::upload(state, &caller, request).await,
+            Route::File(id) => files::get(state, &caller, id).await,
+            Route::FileContent(id) => files::content(state, &caller, id).await,
+            Route::FileText(id) => files::text(state, &caller, id).await,
+            Route::DeleteFile(id) => files::delete(state, &caller, id).await,
+            Route::LinkAttachments(message_id) => files::link(state, &caller, &message_id, &request).await,
+            Route::NoSuchFile => Err(UploadError::NotFound("file")),
+        }
+    }
+    .await;
+    result.unwrap_or_else(UploadError::into_response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_are_decided_by_method_and_path() {
+        let id = Uuid::new_v4();
+        assert_eq!(route("POST", "/api/v1/files/upload"), Some(Route::Upload));
+        assert_eq!(route("GET", &format!("/api/v1/files/{id}")), Some(Route::File(id)));
+        assert_eq!(route("GET", &format!("/api/v1/files/{id}/content")), Some(Route::FileContent(id)));
+        assert_eq!(route("DELETE", &format!("/api/v1/files/{id}/")), Some(Route::DeleteFile(id)));
+        assert_eq!(route("GET", "/api/v1/files/not-a-uuid"), Some(Route::NoSuchFile));
+        assert_eq!(route("PUT", "/api/v1/files/upload"), None);
+        assert_eq!(route("GET", "/files/upload"), None);
+    }
+}

@@ -1,0 +1,14 @@
+//! The upload Lambda: wires the runtime to `sluice_upload::handle`.
+
+use lambda_http::{Error, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    sluice_web::init_tracing();
+    let state = sluice_upload::AppState::from_env().await?;
+    let state = &state;
+    lambda_http::run(service_fn(move |request| async move {
+        Ok::<_, std::convert::Infallible>(sluice_upload::handle(state, request).await)
+    }))
+    .await
+}

@@ -1,0 +1,158 @@
+//! Object storage: S3 with SSE-KMS asked for on every write, and the AWS SDK configuration
+//! every function shares. The code reaches AWS only through the SDK's standard settings
+//! (`AWS_ENDPOINT_URL`, `AWS_REGION`, credentials), so the emulator and AWS take one path.
+
+use aws_sdk_s3::presigning::PresigningConfig;
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::ServerSideEncryption;
+use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+use std::time::Duration;
+
+/// An S3 failure. The service's own message stays in the log; callers see the kind.
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    #[error("object storage request {operation} failed")]
+    Request { operation: &'static str, source: Box<dyn std::error::Error + Send + Sync> },
+    #[error("presigning failed: {0}")]
+    Presign(String),
+}
+
+impl BlobError {
+    fn request(operation: &'static str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Request { operation, source: Box::new(source) }
+    }
+}
+
+/// Loads the SDK configuration from the standard environment, with a rustls (ring) HTTP
+/// client: one TLS stack, built quickly.
+pub async fn sdk_config() -> aws_config::SdkConfig {
+    let http_client =
+        aws_smithy_http_client::Builder::new().tls_provider(tls::Provider::Rustls(CryptoMode::Ring)).build_https();
+    aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(http_client).load().await
+}
+
+/// An S3 client from the shared configuration. `SLUICE_S3_FORCE_PATH_STYLE=true` selects
+/// path-style addressing, which emulators on loopback need and AWS also serves.
+pub fn s3_client(config: &aws_config::SdkConfig) -> aws_sdk_s3::Client {
+    let path_style = std::env::var("SLUICE_S3_FORCE_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1");
+    let s3_config = aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build();
+    aws_sdk_s3::Client::from_conf(s3_config)
+}
+
+/// The bucket, and the KMS key every write names.
+#[derive(Debug, Clone)]
+pub struct Blob {
+    s3: aws_sdk_s3::Client,
+    bucket: String,
+    kms_key_id: String,
+}
+
+/// What `HeadObject` says about a stored object's encryption.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub size: i64,
+    pub server_side_encryption: Option<String>,
+    pub kms_key_id: Option<String>,
+}
+
+impl Blob {
+    pub fn new(s3: aws_sdk_s3::Client, bucket: impl Into<String>, kms_key_id: impl Into<String>) -> Self {
+        Self { s3, bucket: bucket.into(), kms_key_id: kms_key_id.into() }
+    }
+
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    pub fn kms_key_id(&self) -> &str {
+        &self.kms_key_id
+    }
+
+    pub fn s3(&self) -> &aws_sdk_s3::Client {
+        &self.s3
+    }
+
+    /// Writes an object under SSE-KMS with the configured key and a bucket key. The
+    /// request asks for it on every write rather than trusting the bucket default.
+    pub async fn put_encrypted(&self, key: &str, body: bytes::Bytes, content_type: &str) -> Result<(), BlobError> {
+        self.s3
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(content_type)
+            .body(ByteStream::from(body))
+            .server_side_encryption(ServerSideEncryption::AwsKms)
+            .ssekms_key_id(&self.kms_key_id)
+            .bucket_key_enabled(true)
+            .send()
+            .await
+            .map_err(|e| BlobError::request("PutObject", e))?;
+        Ok(())
+    }
+
+    /// Deletes an object; deleting one that is already gone succeeds.
+    pub async fn delete(&self, key: &str) -> Result<(), BlobError> {
+        self.s3
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| BlobError::request("DeleteObject", e))?;
+        Ok(())
+    }
+
+    pub async fn head(&self, key: &str) -> Result<ObjectInfo, BlobError> {
+        let head =
+            self.s3.head_object().bucket(&self.bucket).key(key).send().await.map_err(|e| BlobError::request("HeadObject", e))?;
+        Ok(ObjectInfo {
+            size: head.content_length().unwrap_or_default(),
+            server_side_encryption: head.server_side_encryption().map(|s| s.as_str().to_owned()),
+            kms_key_id: head.ssekms_key_id().map(str::to_owned),
+        })
+    }
+
+    /// A short-lived presigned GET that downloads the object under its original name.
+    pub async fn presign_download(&self, key: &str, filename: &str, ttl: Duration) -> Result<String, BlobError> {
+        let config = PresigningConfig::expires_in(ttl).map_err(|e| BlobError::Presign(e.to_string()))?;
+        let request = self
+            .s3
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .response_content_disposition(content_disposition(filename))
+            .presigned(config)
+            .await
+            .map_err(|e| BlobError::Presign(e.to_string()))?;
+        Ok(request.uri().to_owned())
+    }
+}
+
+/// `attachment` with an ASCII fallback name and the RFC 5987 UTF-8 name.
+fn content_disposition(filename: &str) -> String {
+    let ascii: String =
+        filename.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' { c } else { '_' }).collect();
+    let mut encoded = String::new();
+    for byte in filename.bytes() {
+        if byte.is_ascii_alphanumeric() || b".-_~".contains(&byte) {
+            encoded.push(byte as char);
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_disposition_is_safe_for_any_name() {
+        assert_eq!(
+            content_disposition("raport zażółć.pdf"),
+            "attachment; filename=\"raport_za____.pdf\"; filename*=UTF-8''raport%20za%C5%BC%C3%B3%C5%82%C4%87.pdf"
+        );
+        assert!(!content_disposition("a\"b\r\n.txt").contains('\n'));
+    }
+}

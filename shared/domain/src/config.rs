@@ -1,0 +1,103 @@
+//! Deployment configuration, read once from the environment at cold start.
+
+use std::env;
+
+/// What a function needs to know about its deployment. Every field has the default the
+/// seed documents unless it names a resource (bucket, key), which must be given.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The bucket holding originals and parsed texts.
+    pub bucket: String,
+    /// The KMS key (id or ARN) every object is encrypted with.
+    pub kms_key_id: String,
+    /// `CHAT_MAX_UPLOAD_SIZE_MB`: the ceiling for a chat attachment.
+    pub chat_max_upload_bytes: u64,
+    /// `MAX_UPLOAD_SIZE_MB`: the ceiling for a knowledge-base document.
+    pub max_upload_bytes: u64,
+    /// `CHAT_PARSED_TEXT_MAX_CHARS`: the budget the text readers spend.
+    pub parsed_text_max_chars: usize,
+    /// `FILE_IO_MAX_WORKERS`: how many parses and byte copies may run at once.
+    pub file_io_max_workers: usize,
+    /// How long a presigned download link lives.
+    pub download_url_ttl_secs: u64,
+}
+
+/// The multipart framing allowed on top of the larger upload ceiling.
+pub const MULTIPART_ALLOWANCE_BYTES: u64 = 1024 * 1024;
+
+/// Default `CHAT_PARSED_TEXT_MAX_CHARS`: 200,000 characters is about 50,000 tokens, the
+/// most a no-workspace agent can sensibly be pasted; the rest is marked as left out.
+pub const DEFAULT_PARSED_TEXT_MAX_CHARS: usize = 200_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration {0} is missing")]
+    Missing(&'static str),
+    #[error("configuration {name} is not a valid number: {value:?}")]
+    NotANumber { name: &'static str, value: String },
+}
+
+impl Config {
+    /// Reads the configuration from the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| env::var(name).ok())
+    }
+
+    /// Reads the configuration through `lookup`, so tests need not touch the environment.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let required = |name: &'static str| lookup(name).filter(|v| !v.is_empty()).ok_or(ConfigError::Missing(name));
+        let number = |name: &'static str, default: u64| -> Result<u64, ConfigError> {
+            match lookup(name).filter(|v| !v.is_empty()) {
+                None => Ok(default),
+                Some(value) => value.trim().parse().map_err(|_| ConfigError::NotANumber { name, value }),
+            }
+        };
+        const MIB: u64 = 1024 * 1024;
+        Ok(Self {
+            bucket: required("SLUICE_BUCKET")?,
+            kms_key_id: required("SLUICE_KMS_KEY_ID")?,
+            chat_max_upload_bytes: number("CHAT_MAX_UPLOAD_SIZE_MB", 10)? * MIB,
+            max_upload_bytes: number("MAX_UPLOAD_SIZE_MB", 50)? * MIB,
+            parsed_text_max_chars: number("CHAT_PARSED_TEXT_MAX_CHARS", DEFAULT_PARSED_TEXT_MAX_CHARS as u64)? as usize,
+            file_io_max_workers: number("FILE_IO_MAX_WORKERS", 4)?.max(1) as usize,
+            download_url_ttl_secs: number("SLUICE_DOWNLOAD_URL_TTL_SECS", 300)?,
+        })
+    }
+
+    /// The cap on a whole request body: the larger ceiling plus the multipart framing.
+    pub fn request_body_cap_bytes(&self) -> u64 {
+        self.chat_max_upload_bytes.max(self.max_upload_bytes) + MULTIPART_ALLOWANCE_BYTES
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn defaults_follow_the_seed() {
+        let config = Config::from_lookup(lookup(&[("SLUICE_BUCKET", "b"), ("SLUICE_KMS_KEY_ID", "k")])).expect("config");
+        assert_eq!(config.chat_max_upload_bytes, 10 * 1024 * 1024);
+        assert_eq!(config.max_upload_bytes, 50 * 1024 * 1024);
+        assert_eq!(config.request_body_cap_bytes(), 51 * 1024 * 1024);
+    }
+
+    #[test]
+    fn a_missing_bucket_or_a_bad_number_is_named() {
+        let err = Config::from_lookup(lookup(&[("SLUICE_KMS_KEY_ID", "k")])).expect_err("missing");
+        assert!(err.to_string().contains("SLUICE_BUCKET"));
+        let err = Config::from_lookup(lookup(&[
+            ("SLUICE_BUCKET", "b"),
+            ("SLUICE_KMS_KEY_ID", "k"),
+            ("CHAT_MAX_UPLOAD_SIZE_MB", "ten"),
+        ]))
+        .expect_err("not a number");
+        assert!(err.to_string().contains("CHAT_MAX_UPLOAD_SIZE_MB"));
+    }
+}

@@ -1,0 +1,14 @@
+//! The vocabulary every Sluice crate shares: configuration, the caller's identity,
+//! filename rules, the attachment reference and the bounded pool for blocking work.
+
+pub mod attachment;
+pub mod blocking;
+pub mod caller;
+pub mod config;
+pub mod filename;
+
+pub use attachment::AttachmentRef;
+pub use blocking::BlockingPool;
+pub use caller::Caller;
+pub use config::{Config, ConfigError};
+pub use filename::safe_filename;

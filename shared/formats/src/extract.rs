@@ -1,0 +1,116 @@
+//! Text extraction under a character budget, and the preview cut from it.
+
+use crate::kinds::{FileKind, FileType};
+use crate::text::{Markup, decode};
+
+/// The longest preview, in characters.
+pub const PREVIEW_MAX_CHARS: usize = 240;
+
+/// What a file yielded.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Extraction {
+    /// The text, NUL-free; `None` for an image or a file no parser could read.
+    pub text: Option<String>,
+    /// The budget ran out and the text ends with the left-out marker.
+    pub truncated: bool,
+    /// Why there is no text, for a file that should have had some.
+    pub unreadable: Option<String>,
+    /// Width and height, for an image whose header says.
+    pub dimensions: Option<(u32, u32)>,
+    /// The encoding a text file was decoded from.
+    pub encoding: Option<&'static str>,
+}
+
+/// Extracts the text of an accepted file, spending at most `max_chars` characters.
+pub fn extract(kind: &FileKind, bytes: &[u8], max_chars: usize) -> Extraction {
+    match kind.file_type {
+        FileType::Image => Extraction {
+            dimensions: imagesize::blob_size(bytes).ok().and_then(|s| {
+                Some((u32::try_from(s.width).ok()?, u32::try_from(s.height).ok()?))
+            }),
+            ..Extraction::default()
+        },
+        FileType::Text => {
+            let markup = match kind.extension {
+                "xml" => Markup::Xml,
+                "html" => Markup::Html,
+                _ => Markup::Plain,
+            };
+            let decoded = decode(bytes, markup);
+            let (text, truncated) = within_budget(&decoded.text, max_chars);
+            Extraction { text: Some(text), truncated, encoding: Some(decoded.encoding), ..Extraction::default() }
+        }
+        _ => Extraction {
+            unreadable: Some(format!("text extraction for .{} files is not available in this version", kind.extension)),
+            ..Extraction::default()
+        },
+    }
+}
+
+/// Keeps at most `max_chars` characters of `text`, without NULs (PostgreSQL refuses them),
+/// and marks a cut so nobody mistakes the part for the whole.
+fn within_budget(text: &str, max_chars: usize) -> (String, bool) {
+    let mut kept = String::with_capacity(text.len().min(max_chars.saturating_mul(4)));
+    let mut count = 0usize;
+    for ch in text.chars().filter(|c| *c != '\0') {
+        if count == max_chars {
+            kept.push_str(&left_out_marker(max_chars));
+            return (kept, true);
+        }
+        kept.push(ch);
+        count += 1;
+    }
+    (kept, false)
+}
+
+/// The line that ends a text the budget cut.
+pub fn left_out_marker(max_chars: usize) -> String {
+    format!("\n\n[The rest of this document was left out: extracted text is capped at {max_chars} characters.]")
+}
+
+/// The first three lines of `text`, at most 240 characters; `None` when there is nothing
+/// to show.
+pub fn preview(text: &str) -> Option<String> {
+    let lines: Vec<&str> = text.trim_start().lines().take(3).collect();
+    let joined = lines.join("\n");
+    let cut: String = joined.chars().take(PREVIEW_MAX_CHARS).collect();
+    let cut = cut.trim_end();
+    if cut.is_empty() { None } else { Some(cut.to_owned()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kinds::kind_for_filename;
+
+    fn kind(name: &str) -> &'static FileKind {
+        kind_for_filename(name).expect("allowed")
+    }
+
+    #[test]
+    fn preview_is_three_lines_and_240_characters_at_most() {
+        assert_eq!(preview("\n\na\nb\nc\nd").as_deref(), Some("a\nb\nc"));
+        assert_eq!(preview(&"x".repeat(1000)).map(|p| p.chars().count()), Some(240));
+        assert_eq!(preview("  \n \n"), None);
+    }
+
+    #[test]
+    fn nul_characters_never_survive_and_the_budget_marks_its_cut() {
+        let extraction = extract(kind("a.txt"), b"ab\0cdef", 4);
+        let text = extraction.text.expect("text");
+        assert!(text.starts_with("abcd\n\n[The rest of this document was left out"));
+        assert!(extraction.truncated);
+        let whole = extract(kind("a.txt"), b"ab\0c", 4);
+        assert_eq!(whole.text.as_deref(), Some("abc"));
+        assert!(!whole.truncated);
+    }
+
+    #[test]
+    fn images_have_dimensions_and_no_text() {
+        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\x01\x00\0\0\0\x80\x08\x06\0\0\0";
+        let extraction = extract(kind("a.png"), png, 100);
+        assert_eq!(extraction.text, None);
+        assert_eq!(extraction.dimensions, Some((256, 128)));
+        assert_eq!(extraction.unreadable, None);
+    }
+}

@@ -1,0 +1,16 @@
+//! File formats: which files Sluice takes, what their bytes really are, and their text.
+//!
+//! Everything here is pure and synchronous: it reads the bytes handed in and nothing else,
+//! so the upload function, the parse function and the `sluice parse` command all run the
+//! same rules.
+
+pub mod kinds;
+pub mod sniff;
+pub mod text;
+
+mod extract;
+mod check;
+
+pub use check::{Accepted, Refusal, RefusalCode, check_upload};
+pub use extract::{Extraction, extract, preview, PREVIEW_MAX_CHARS};
+pub use kinds::{FileKind, FileType, kind_for_filename};

@@ -1,0 +1,131 @@
+//! What the HTTP functions share: the caller from the JWT authorizer's claims, the one
+//! error shape of API.md, JSON responses and the JSON log format.
+
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, Request, RequestExt, Response};
+use serde::Serialize;
+use serde_json::{Value, json};
+use sluice_domain::Caller;
+use std::collections::BTreeMap;
+
+/// A refusal in API.md's shape: `{"error": {"code", "message", "details": {"fields"}}}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+    pub fields: BTreeMap<String, String>,
+    pub extra: BTreeMap<String, Value>,
+}
+
+impl ApiError {
+    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into(), fields: BTreeMap::new(), extra: BTreeMap::new() }
+    }
+
+    /// Names the input at fault.
+    pub fn field(mut self, field: &str, why: impl Into<String>) -> Self {
+        self.fields.insert(field.to_owned(), why.into());
+        self
+    }
+
+    /// Adds a machine-readable detail beside `fields` (a reason code, a list of ids).
+    pub fn detail(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.extra.insert(key.to_owned(), value.into());
+        self
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(401, "unauthorized", "a valid bearer token is required")
+    }
+
+    /// The one answer for an absent resource and for another tenant's.
+    pub fn not_found(what: &str) -> Self {
+        Self::new(404, "not_found", format!("{what} not found"))
+    }
+
+    pub fn internal() -> Self {
+        Self::new(500, "internal", "the request could not be completed; it is safe to retry")
+    }
+
+    pub fn unavailable() -> Self {
+        Self::new(503, "unavailable", "a storage service did not answer; retry shortly")
+    }
+
+    pub fn to_json(&self) -> Value {
+        let mut details = serde_json::Map::new();
+        if !self.fields.is_empty() {
+            details.insert("fields".to_owned(), json!(self.fields));
+        }
+        for (k, v) in &self.extra {
+            details.insert(k.clone(), v.clone());
+        }
+        json!({"error": {"code": self.code, "message": self.message, "details": details}})
+    }
+
+    pub fn into_response(self) -> Response<Body> {
+        json_response(self.status, &self.to_json())
+    }
+}
+
+/// A JSON response with `status`.
+pub fn json_response(status: u16, value: &impl Serialize) -> Response<Body> {
+    let body = serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned());
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Body::Text(body))
+        .unwrap_or_else(|_| Response::new(Body::Empty))
+}
+
+/// The caller, from the claims API Gateway's JWT authorizer put in the request context.
+/// The function never sees a request the authorizer refused; a request without claims
+/// (a misconfigured route) is still refused here.
+pub fn caller(request: &Request) -> Result<Caller, ApiError> {
+    let claims = match request.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(context)) => {
+            context.authorizer.as_ref().and_then(|a| a.jwt.as_ref()).map(|jwt| &jwt.claims)
+        }
+        _ => None,
+    };
+    let claims: std::collections::HashMap<String, String> =
+        claims.map(|c| c.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
+    Caller::from_claims(&claims).ok_or_else(ApiError::unauthorized)
+}
+
+/// The request body's bytes, whether API Gateway sent it as text or base64.
+pub fn body_bytes(request: &Request) -> &[u8] {
+    match request.body() {
+        Body::Empty => &[],
+        Body::Text(text) => text.as_bytes(),
+        Body::Binary(bytes) => bytes,
+        _ => &[],
+    }
+}
+
+/// JSON logs for CloudWatch (and the local runner), filtered by `RUST_LOG`.
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_current_span(false)
+        .with_target(false)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_have_the_contract_shape() {
+        let error = ApiError::new(415, "unsupported_media_type", "nope").field("file", "bad").detail("reason", "x");
+        assert_eq!(
+            error.to_json(),
+            json!({"error": {"code": "unsupported_media_type", "message": "nope",
+                   "details": {"fields": {"file": "bad"}, "reason": "x"}}})
+        );
+    }
+}
