@@ -1,1 +1,131 @@
-fn main() {}
+//! `sluice`: the operator command.
+//!
+//! - `sluice token --user U [--org O] [--perm P]... [--app-admin]` prints a token the local
+//!   front door accepts.
+//! - `sluice doctor` prints the storage backend, the bucket, whether and with which key
+//!   SSE-KMS is enforced, database reachability and the pgvector version.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+use uuid::Uuid;
+
+#[derive(Debug, Parser)]
+#[command(name = "sluice", about = "Operate a Sluice deployment or the local stack")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print a bearer token for the local stack (HS256, SLUICE_LOCAL_JWT_SECRET).
+    Token {
+        /// The user id (a UUID) the token names.
+        #[arg(long)]
+        user: Uuid,
+        /// The organization the caller acts in.
+        #[arg(long)]
+        org: Option<Uuid>,
+        /// A permission, e.g. collections:view (repeatable).
+        #[arg(long = "perm")]
+        perms: Vec<String>,
+        /// The deployment's superadmin.
+        #[arg(long)]
+        app_admin: bool,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 12 * 3600)]
+        ttl: i64,
+    },
+    /// Check the storage, encryption and database configuration of this environment.
+    Doctor,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Token { user, org, perms, app_admin, ttl } => {
+            let claims = sluice_local::jwt::TokenClaims::new(user, org, &perms, app_admin, ttl);
+            match sluice_local::jwt::issue(&sluice_local::jwt::local_secret(), &claims) {
+                Ok(token) => {
+                    println!("{token}");
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    eprintln!("sluice token: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Doctor => doctor().await,
+    }
+}
+
+/// Prints one line per check; exits non-zero when any check fails.
+async fn doctor() -> ExitCode {
+    let mut healthy = true;
+    let sdk = sluice_blob::sdk_config().await;
+    let s3 = sluice_blob::s3_client(&sdk);
+    let kms = aws_sdk_kms::Client::new(&sdk);
+    let bucket = std::env::var("SLUICE_BUCKET").unwrap_or_default();
+    println!("storage backend: s3");
+    println!("endpoint: {}", sdk.endpoint_url().unwrap_or("AWS default"));
+    println!("bucket: {}", if bucket.is_empty() { "(SLUICE_BUCKET is not set)" } else { &bucket });
+    match s3.head_bucket().bucket(&bucket).send().await {
+        Ok(_) => println!("bucket reachable: yes"),
+        Err(error) => {
+            healthy = false;
+            println!("bucket reachable: no ({})", aws_sdk_s3::error::DisplayErrorContext(&error));
+        }
+    }
+    let key = match std::env::var("SLUICE_KMS_KEY_ID").ok().filter(|k| !k.is_empty()) {
+        Some(key) => Some(key),
+        None => {
+            let alias = std::env::var("SLUICE_KMS_KEY_ALIAS").unwrap_or_default();
+            kms.describe_key()
+                .key_id(&alias)
+                .send()
+                .await
+                .ok()
+                .and_then(|d| d.key_metadata().and_then(|m| m.arn()).map(str::to_owned))
+        }
+    };
+    match &key {
+        Some(key) => println!("sse-kms enforced by sluice: yes, every write asks for aws:kms with key {key}"),
+        None => {
+            healthy = false;
+            println!("sse-kms enforced by sluice: no key configured (SLUICE_KMS_KEY_ID)");
+        }
+    }
+    match s3.get_bucket_encryption().bucket(&bucket).send().await {
+        Ok(out) => {
+            let rules = out.server_side_encryption_configuration().map(|c| c.rules()).unwrap_or_default();
+            let described: Vec<String> = rules
+                .iter()
+                .filter_map(|r| r.apply_server_side_encryption_by_default())
+                .map(|d| format!("{} {}", d.sse_algorithm().as_str(), d.kms_master_key_id().unwrap_or("")))
+                .collect();
+            println!("bucket default encryption: {}", described.join(", ").trim());
+        }
+        Err(_) => println!("bucket default encryption: none (template.yaml sets it in AWS)"),
+    }
+    let database_url = std::env::var("DATABASE_URL").unwrap_or_default();
+    match sluice_store::Db::connect_lazy(&database_url, 1) {
+        Ok(db) => match db.pgvector_version().await {
+            Ok(Some(version)) => println!("database reachable: yes\npgvector: {version}"),
+            Ok(None) => {
+                healthy = false;
+                println!("database reachable: yes\npgvector: not installed (run the migrations)");
+            }
+            Err(error) => {
+                healthy = false;
+                println!("database reachable: no ({error})");
+            }
+        },
+        Err(error) => {
+            healthy = false;
+            println!("database reachable: no ({error})");
+        }
+    }
+    if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}

@@ -1,1 +1,33 @@
-fn main() {}
+//! `sluice-local`: prepares the local bucket and key, then serves the front door.
+
+use std::sync::Arc;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    sluice_web::init_tracing();
+    let sdk = sluice_blob::sdk_config().await;
+    let s3 = sluice_blob::s3_client(&sdk);
+    let kms = aws_sdk_kms::Client::new(&sdk);
+    let bucket = std::env::var("SLUICE_BUCKET").map_err(|_| "SLUICE_BUCKET is missing")?;
+    sluice_local::resources::ensure_bucket(&s3, &bucket).await?;
+    let key = sluice_local::resources::configured_kms_key(&kms).await?;
+    // The functions read their key from SLUICE_KMS_KEY_ID, as they do in AWS.
+    let mut config = sluice_domain::Config::from_lookup(|name| match name {
+        "SLUICE_KMS_KEY_ID" => Some(key.clone()),
+        other => std::env::var(other).ok(),
+    })?;
+    config.kms_key_id = key.clone();
+    let database_url = std::env::var("DATABASE_URL").map_err(|_| "DATABASE_URL is missing")?;
+    let db = sluice_store::Db::connect(&database_url, 16).await?;
+    let blob = sluice_blob::Blob::new(s3, bucket.clone(), key.clone());
+    let door = sluice_local::door::Door {
+        body_cap_bytes: config.request_body_cap_bytes(),
+        upload: sluice_upload::AppState::new(config, db, blob),
+        jwt_secret: sluice_local::jwt::local_secret(),
+    };
+    let addr = std::env::var("SLUICE_API_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
+    let listener = tokio::net::TcpListener::bind(&addr).await?;
+    tracing::info!(addr, bucket, kms_key = key, "sluice-local is serving");
+    sluice_local::door::serve(listener, Arc::new(door)).await?;
+    Ok(())
+}

@@ -1,0 +1,169 @@
+//! The HTTP front door: what API Gateway's HTTP API does in AWS, on loopback.
+
+use crate::event::{HttpParts, api_gateway_v2};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::net::TcpListener;
+
+/// The functions behind the door and what it needs to check callers.
+#[derive(Debug)]
+pub struct Door {
+    pub upload: sluice_upload::AppState,
+    pub jwt_secret: String,
+    /// API Gateway's own payload ceiling is replaced by Sluice's request body cap.
+    pub body_cap_bytes: u64,
+}
+
+/// Which function a path belongs to (API Gateway's route table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Function {
+    Upload,
+}
+
+fn function_for(path: &str) -> Option<Function> {
+    let rest = path.strip_prefix("/api/v1/")?;
+    let first = rest.split('/').next().unwrap_or_default();
+    match first {
+        "files" | "messages" => Some(Function::Upload),
+        _ => None,
+    }
+}
+
+/// Serves until the process ends.
+pub async fn serve(listener: TcpListener, door: Arc<Door>) -> std::io::Result<()> {
+    loop {
+        let (stream, peer) = listener.accept().await?;
+        let door = door.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let door = door.clone();
+                async move { Ok::<_, Infallible>(door.answer(request, peer).await) }
+            });
+            if let Err(error) = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await {
+                tracing::debug!(%error, "connection ended");
+            }
+        });
+    }
+}
+
+/// API Gateway's own answers (not the functions'), in its own shape.
+fn gateway_answer(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(json!({"message": message}).to_string())));
+    *response.status_mut() = status;
+    response.headers_mut().insert("content-type", hyper::header::HeaderValue::from_static("application/json"));
+    response
+}
+
+impl Door {
+    async fn answer(&self, request: Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
+        let started = Instant::now();
+        let method = request.method().to_string();
+        let path = request.uri().path().to_owned();
+        let response = self.dispatch(request, peer).await;
+        tracing::info!(
+            method,
+            path,
+            status = response.status().as_u16(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "request"
+        );
+        response
+    }
+
+    async fn dispatch(&self, request: Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
+        let Some(function) = function_for(request.uri().path()) else {
+            return gateway_answer(StatusCode::NOT_FOUND, "Not Found");
+        };
+        let token = request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim);
+        let claims = match token.map(|t| crate::jwt::verify(&self.jwt_secret, t)) {
+            Some(Ok(claims)) => claims,
+            _ => return gateway_answer(StatusCode::UNAUTHORIZED, "Unauthorized"),
+        };
+        let declared_length = request
+            .headers()
+            .get("content-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared_length.is_some_and(|len| len > self.body_cap_bytes) {
+            return too_large(self.body_cap_bytes);
+        }
+        let (parts, body) = request.into_parts();
+        let body = match Limited::new(body, self.body_cap_bytes as usize).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => return too_large(self.body_cap_bytes),
+            Err(_) => return gateway_answer(StatusCode::BAD_REQUEST, "Bad Request"),
+        };
+        let headers = parts
+            .headers
+            .iter()
+            .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
+            .collect();
+        let http = HttpParts {
+            method: parts.method.as_str(),
+            path: parts.uri.path(),
+            query: parts.uri.query(),
+            headers,
+            body: &body,
+            source_ip: peer.ip().to_string(),
+        };
+        let event = api_gateway_v2(&http, Some(&claims)).to_string();
+        let lambda_request = match lambda_http::request::from_str(&event) {
+            Ok(request) => request,
+            Err(error) => {
+                tracing::error!(%error, "could not build an API Gateway event");
+                return gateway_answer(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error");
+            }
+        };
+        let response = match function {
+            Function::Upload => sluice_upload::handle(&self.upload, lambda_request).await,
+        };
+        into_hyper(response)
+    }
+}
+
+fn too_large(cap: u64) -> Response<Full<Bytes>> {
+    let body = json!({"error": {"code": "payload_too_large", "message": format!("the request body is larger than {cap} bytes"),
+        "details": {"fields": {"file": "the request body is too large"}}}});
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
+    response.headers_mut().insert("content-type", hyper::header::HeaderValue::from_static("application/json"));
+    response
+}
+
+fn into_hyper(response: lambda_http::Response<lambda_http::Body>) -> Response<Full<Bytes>> {
+    let (parts, body) = response.into_parts();
+    let bytes = match body {
+        lambda_http::Body::Text(text) => Bytes::from(text),
+        lambda_http::Body::Binary(bytes) => Bytes::from(bytes),
+        _ => Bytes::new(),
+    };
+    Response::from_parts(parts, Full::new(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_map_to_their_function() {
+        assert_eq!(function_for("/api/v1/files/upload"), Some(Function::Upload));
+        assert_eq!(function_for("/api/v1/messages/x/attachments"), Some(Function::Upload));
+        assert_eq!(function_for("/api/v1/kb"), None);
+        assert_eq!(function_for("/files"), None);
+    }
+}
