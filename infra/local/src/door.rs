@@ -2,7 +2,7 @@
 
 use crate::event::{HttpParts, api_gateway_v2};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -94,19 +94,11 @@ impl Door {
             Some(Ok(claims)) => claims,
             _ => return gateway_answer(StatusCode::UNAUTHORIZED, "Unauthorized"),
         };
-        let declared_length = request
-            .headers()
-            .get("content-length")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared_length.is_some_and(|len| len > self.body_cap_bytes) {
-            return too_large(self.body_cap_bytes);
-        }
         let (parts, body) = request.into_parts();
-        let body = match Limited::new(body, self.body_cap_bytes as usize).collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => return too_large(self.body_cap_bytes),
-            Err(_) => return gateway_answer(StatusCode::BAD_REQUEST, "Bad Request"),
+        let body = match read_body(body, self.body_cap_bytes).await {
+            Ok(Some(body)) => body,
+            Ok(None) => return too_large(self.body_cap_bytes),
+            Err(()) => return gateway_answer(StatusCode::BAD_REQUEST, "Bad Request"),
         };
         let headers = parts
             .headers
@@ -134,6 +126,35 @@ impl Door {
         };
         into_hyper(response)
     }
+}
+
+/// How much of an oversize body is read and thrown away before answering 413, so the
+/// client, still sending, gets the answer instead of a reset connection.
+const DRAIN_LIMIT_BYTES: u64 = 128 * 1024 * 1024;
+
+/// Reads the body up to `cap` bytes; past that, drains (bounded) and returns `None`.
+async fn read_body(mut body: Incoming, cap: u64) -> Result<Option<Bytes>, ()> {
+    let mut collected = bytes::BytesMut::new();
+    let mut seen: u64 = 0;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        // A body that stalls past the deadline is answered 400, never half-read.
+        let Some(frame) = tokio::time::timeout_at(deadline, body.frame()).await.map_err(|_| ())? else {
+            break;
+        };
+        let frame = frame.map_err(|_| ())?;
+        let Ok(data) = frame.into_data() else { continue };
+        seen += data.len() as u64;
+        if seen > cap {
+            if seen > cap + DRAIN_LIMIT_BYTES {
+                return Ok(None);
+            }
+            collected.clear();
+            continue;
+        }
+        collected.extend_from_slice(&data);
+    }
+    Ok(if seen > cap { None } else { Some(collected.freeze()) })
 }
 
 fn too_large(cap: u64) -> Response<Full<Bytes>> {

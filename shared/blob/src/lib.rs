@@ -26,9 +26,26 @@ impl BlobError {
 /// Loads the SDK configuration from the standard environment, with a rustls (ring) HTTP
 /// client: one TLS stack, built quickly.
 pub async fn sdk_config() -> aws_config::SdkConfig {
-    let http_client =
-        aws_smithy_http_client::Builder::new().tls_provider(tls::Provider::Rustls(CryptoMode::Ring)).build_https();
-    aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(http_client).load().await
+    aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(http_client()).load().await
+}
+
+/// The HTTP client every SDK client uses: hyper with rustls over ring.
+pub fn http_client() -> aws_smithy_runtime_api::client::http::SharedHttpClient {
+    aws_smithy_http_client::Builder::new().tls_provider(tls::Provider::Rustls(CryptoMode::Ring)).build_https()
+}
+
+/// An S3 client for a fixed endpoint with static credentials, for tools and tests that
+/// must not read the environment.
+pub fn static_s3_client(endpoint: &str) -> aws_sdk_s3::Client {
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(aws_sdk_s3::config::Credentials::new("local", "local", None, None, "static"))
+        .force_path_style(true)
+        .http_client(http_client())
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
 }
 
 /// An S3 client from the shared configuration. `SLUICE_S3_FORCE_PATH_STYLE=true` selects

@@ -67,7 +67,7 @@ pub fn looks_like_text(bytes: &[u8]) -> bool {
     }
     let controls = probe.iter().filter(|&&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c | 0x1b)).count();
     // A stray NUL or two (the seed strips them) is tolerated; a binary has far more.
-    controls * 100 <= probe.len()
+    controls <= (probe.len() / 100).max(2)
 }
 
 #[cfg(test)]

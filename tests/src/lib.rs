@@ -1,0 +1,118 @@
+//! Helpers for the end-to-end tests and benchmarks: they drive the running local stack
+//! (`infra/local/test` starts it) over HTTP with real tokens, and look behind it with the
+//! real S3 client and a real PostgreSQL connection.
+
+use std::collections::BTreeSet;
+use uuid::Uuid;
+
+/// The running stack, as the test command's environment describes it.
+#[derive(Debug, Clone)]
+pub struct Stack {
+    pub api: String,
+    pub http: reqwest::Client,
+    pub s3: aws_sdk_s3::Client,
+    pub kms: aws_sdk_kms::Client,
+    pub bucket: String,
+    pub database_url: String,
+}
+
+fn required(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: these tests drive the local stack; run them with `infra/local/test`")
+    })
+}
+
+impl Stack {
+    pub async fn from_env() -> Self {
+        let sdk = sluice_blob::sdk_config().await;
+        Self {
+            api: required("SLUICE_API_URL"),
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("http client"),
+            s3: sluice_blob::s3_client(&sdk),
+            kms: aws_sdk_kms::Client::new(&sdk),
+            bucket: required("SLUICE_BUCKET"),
+            database_url: required("DATABASE_URL"),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}/api/v1{path}", self.api)
+    }
+
+    /// The ARN of the key the stack encrypts with.
+    pub async fn kms_key_arn(&self) -> String {
+        let alias = required("SLUICE_KMS_KEY_ALIAS");
+        let described = self.kms.describe_key().key_id(alias).send().await.expect("the local key exists");
+        described.key_metadata().and_then(|m| m.arn()).expect("arn").to_owned()
+    }
+
+    /// Every object key under `prefix`.
+    pub async fn keys_under(&self, prefix: &str) -> BTreeSet<String> {
+        let mut keys = BTreeSet::new();
+        let mut pages = self.s3.list_objects_v2().bucket(&self.bucket).prefix(prefix).into_paginator().send();
+        while let Some(page) = pages.next().await {
+            let page = page.expect("list objects");
+            keys.extend(page.contents().iter().filter_map(|o| o.key().map(str::to_owned)));
+        }
+        keys
+    }
+
+    pub async fn db(&self) -> tokio_postgres::Client {
+        let (client, connection) =
+            tokio_postgres::connect(&self.database_url, tokio_postgres::NoTls).await.expect("connect to the database");
+        tokio::spawn(connection);
+        client
+    }
+}
+
+/// A user of the local stack with a real token.
+#[derive(Debug, Clone)]
+pub struct User {
+    pub id: Uuid,
+    pub token: String,
+}
+
+impl User {
+    pub fn new() -> Self {
+        Self::with(None, &[], false)
+    }
+
+    pub fn with(org: Option<Uuid>, permissions: &[&str], app_admin: bool) -> Self {
+        let id = Uuid::new_v4();
+        let permissions: Vec<String> = permissions.iter().map(|p| (*p).to_owned()).collect();
+        let claims = sluice_local::jwt::TokenClaims::new(id, org, &permissions, app_admin, 3600);
+        let token = sluice_local::jwt::issue(&sluice_local::jwt::local_secret(), &claims).expect("token");
+        Self { id, token }
+    }
+
+    pub fn bearer(&self) -> String {
+        format!("Bearer {}", self.token)
+    }
+}
+
+impl Default for User {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A multipart form with one `file` part.
+pub fn file_form(filename: &str, mime: Option<&str>, bytes: Vec<u8>) -> reqwest::multipart::Form {
+    let mut part = reqwest::multipart::Part::bytes(bytes).file_name(filename.to_owned());
+    if let Some(mime) = mime {
+        part = part.mime_str(mime).expect("mime");
+    }
+    reqwest::multipart::Form::new().part("file", part)
+}
+
+/// A 1×1 PNG that image readers accept.
+pub fn tiny_png(width: u32, height: u32) -> Vec<u8> {
+    let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    png.extend_from_slice(&width.to_be_bytes());
+    png.extend_from_slice(&height.to_be_bytes());
+    png.extend_from_slice(b"\x08\x06\0\0\0\x1f\x15\xc4\x89\0\0\0\0IEND\xaeB`\x82");
+    png
+}
