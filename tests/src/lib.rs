@@ -27,10 +27,7 @@ impl Stack {
         let sdk = sluice_blob::sdk_config().await;
         Self {
             api: required("SLUICE_API_URL"),
-            http: reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .expect("http client"),
+            http: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("http client"),
             s3: sluice_blob::s3_client(&sdk),
             kms: aws_sdk_kms::Client::new(&sdk),
             bucket: required("SLUICE_BUCKET"),

@@ -43,18 +43,46 @@ async fn every_text_type_answers_its_preview_and_is_stored_under_kms() {
     let stack = Stack::from_env().await;
     let user = User::new();
     let key_arn = stack.kms_key_arn().await;
-    let (cp1250, _, _) = encoding_rs_like_cp1250("<?xml version=\"1.0\" encoding=\"windows-1250\"?>\n<miasto>Łódź</miasto>\n");
-    let utf16: Vec<u8> = [0xFF, 0xFE].into_iter().chain("zażółć\ngęślą\njaźń\nczwarta".encode_utf16().flat_map(u16::to_le_bytes)).collect();
+    let cp1250 = cp1250_bytes("<?xml version=\"1.0\" encoding=\"windows-1250\"?>\n<miasto>Łódź</miasto>\n");
+    let utf16: Vec<u8> = [0xFF, 0xFE]
+        .into_iter()
+        .chain("zażółć\ngęślą\njaźń\nczwarta".encode_utf16().flat_map(u16::to_le_bytes))
+        .collect();
     let cases: Vec<(&str, Option<&str>, Vec<u8>, &str)> = vec![
-        ("notes.txt", Some("text/plain"), b"first line\nsecond line\nthird line\nfourth line\n".to_vec(), "first line\nsecond line\nthird line"),
+        (
+            "notes.txt",
+            Some("text/plain"),
+            b"first line\nsecond line\nthird line\nfourth line\n".to_vec(),
+            "first line\nsecond line\nthird line",
+        ),
         ("bom.txt", Some("text/plain"), b"\xef\xbb\xbfwith a BOM\n".to_vec(), "with a BOM"),
         ("polish.txt", Some("text/plain"), utf16, "zażółć\ngęślą\njaźń"),
-        ("legacy.txt", None, b"caf\xe9 cr\xe8me br\xfbl\xe9e, na\xefve fa\xe7ade\n".to_vec(), "café crème brûlée, naïve façade"),
+        (
+            "legacy.txt",
+            None,
+            b"caf\xe9 cr\xe8me br\xfbl\xe9e, na\xefve fa\xe7ade\n".to_vec(),
+            "café crème brûlée, naïve façade",
+        ),
         ("README.md", Some("text/markdown"), b"# Title\n\nBody text.\n".to_vec(), "# Title\n\nBody text."),
-        ("report.csv", Some("text/csv"), b"month,total\njan,10\nfeb,20\nmar,30\n".to_vec(), "month,total\njan,10\nfeb,20"),
+        (
+            "report.csv",
+            Some("text/csv"),
+            b"month,total\njan,10\nfeb,20\nmar,30\n".to_vec(),
+            "month,total\njan,10\nfeb,20",
+        ),
         ("data.json", Some("application/json"), br#"{"a": 1}"#.to_vec(), r#"{"a": 1}"#),
-        ("city.xml", Some("text/xml"), cp1250, "<?xml version=\"1.0\" encoding=\"windows-1250\"?>\n<miasto>Łódź</miasto>"),
-        ("page.html", Some("text/html"), b"<html><body>Hello</body></html>".to_vec(), "<html><body>Hello</body></html>"),
+        (
+            "city.xml",
+            Some("text/xml"),
+            cp1250,
+            "<?xml version=\"1.0\" encoding=\"windows-1250\"?>\n<miasto>Łódź</miasto>",
+        ),
+        (
+            "page.html",
+            Some("text/html"),
+            b"<html><body>Hello</body></html>".to_vec(),
+            "<html><body>Hello</body></html>",
+        ),
         ("nul.txt", Some("text/plain"), b"before\0after\n".to_vec(), "beforeafter"),
     ];
     for (name, mime, bytes, expected_preview) in cases {
@@ -81,9 +109,8 @@ async fn every_text_type_answers_its_preview_and_is_stored_under_kms() {
 }
 
 /// windows-1250 bytes for Polish text, built by hand so the test needs no encoder.
-fn encoding_rs_like_cp1250(text: &str) -> (Vec<u8>, (), ()) {
-    let bytes = text
-        .chars()
+fn cp1250_bytes(text: &str) -> Vec<u8> {
+    text.chars()
         .map(|c| match c {
             'Ł' => 0xA3,
             'ó' => 0xF3,
@@ -92,8 +119,7 @@ fn encoding_rs_like_cp1250(text: &str) -> (Vec<u8>, (), ()) {
             c if c.is_ascii() => c as u8,
             other => panic!("no cp1250 byte for {other}"),
         })
-        .collect();
-    (bytes, (), ())
+        .collect()
 }
 
 #[tokio::test]
@@ -162,11 +188,15 @@ async fn another_users_file_is_answered_exactly_like_an_absent_one() {
         assert_eq!(missing.status().as_u16(), 404, "{suffix}");
         assert_eq!(theirs.bytes().await.expect("body"), missing.bytes().await.expect("body"), "{suffix}");
     }
-    let delete = stack.http.delete(stack.url(&format!("/files/{id}"))).header("authorization", stranger.bearer()).send();
+    let delete =
+        stack.http.delete(stack.url(&format!("/files/{id}"))).header("authorization", stranger.bearer()).send();
     let delete = delete.await.expect("delete");
     assert_eq!(delete.status().as_u16(), 404);
     assert_eq!(get(&stack, &owner, &format!("/files/{id}")).await.status().as_u16(), 200, "still there");
 }
+
+/// A refused upload: name, declared type, bytes, expected status and error code.
+type RefusalCase = (&'static str, Option<&'static str>, Vec<u8>, u16, &'static str);
 
 #[tokio::test]
 async fn refusals_leave_nothing_behind() {
@@ -178,7 +208,7 @@ async fn refusals_leave_nothing_behind() {
     assert_eq!(before.1, 1);
 
     let limit = 10 * 1024 * 1024;
-    let cases: Vec<(&str, Option<&str>, Vec<u8>, u16, &str)> = vec![
+    let cases: Vec<RefusalCase> = vec![
         ("big.txt", Some("text/plain"), vec![b'a'; limit + 1], 413, "file_too_large"),
         ("setup.exe", Some("application/x-msdownload"), b"MZ\x90\0\x03\0\0\0".to_vec(), 415, "unsupported_media_type"),
         ("photo.txt", Some("text/plain"), tiny_png(1, 1), 415, "unsupported_media_type"),
@@ -214,7 +244,8 @@ async fn a_file_of_exactly_the_limit_is_accepted() {
 async fn hostile_filenames_are_stored_safely_and_never_collide() {
     let stack = Stack::from_env().await;
     let user = User::new();
-    let (status, first) = upload(&stack, &user, "../../etc/passwd.txt", Some("text/plain"), b"root:x:0:0\n".to_vec()).await;
+    let (status, first) =
+        upload(&stack, &user, "../../etc/passwd.txt", Some("text/plain"), b"root:x:0:0\n".to_vec()).await;
     assert_eq!(status, 201, "{first}");
     let (_, second) = upload(&stack, &user, "../../etc/passwd.txt", Some("text/plain"), b"other\n".to_vec()).await;
     let first_key = storage_path(&stack, first["id"].as_str().expect("id")).await;
@@ -251,7 +282,8 @@ async fn linking_takes_only_the_callers_own_unlinked_files_all_or_nothing() {
     let (_, a) = upload(&stack, &user, "a.txt", Some("text/plain"), b"a\n".to_vec()).await;
     let (_, b) = upload(&stack, &user, "b.txt", Some("text/plain"), b"b\n".to_vec()).await;
     let (_, theirs) = upload(&stack, &other, "c.txt", Some("text/plain"), b"c\n".to_vec()).await;
-    let (a, b, theirs) = (a["id"].as_str().expect("id"), b["id"].as_str().expect("id"), theirs["id"].as_str().expect("id"));
+    let (a, b, theirs) =
+        (a["id"].as_str().expect("id"), b["id"].as_str().expect("id"), theirs["id"].as_str().expect("id"));
     let link = |message: Uuid, ids: Vec<&str>| {
         stack
             .http

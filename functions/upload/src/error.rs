@@ -43,7 +43,9 @@ impl UploadError {
             Self::Unauthorized => ApiError::unauthorized(),
             Self::NoRoute => ApiError::new(404, "not_found", "no such route"),
             Self::NotFound(what) => ApiError::not_found(capitalised(what).as_str()),
-            Self::Invalid { field, message } => ApiError::new(400, "invalid_request", message.clone()).field(field, message),
+            Self::Invalid { field, message } => {
+                ApiError::new(400, "invalid_request", message.clone()).field(field, message)
+            }
             Self::TooLarge { limit_bytes } => {
                 let mb = limit_bytes / (1024 * 1024);
                 ApiError::new(413, "file_too_large", format!("the file is larger than the {mb} MB limit"))

@@ -76,7 +76,8 @@ pub async fn upload(state: &AppState, caller: &Caller, request: Request) -> Resu
         _ => Bytes::new(),
     };
     let file = read_file_part(content_type.as_deref(), body, state.config.chat_max_upload_bytes).await?;
-    let accepted = check_upload(&file.filename, file.declared_mime.as_deref(), &file.bytes).map_err(UploadError::Refused)?;
+    let accepted =
+        check_upload(&file.filename, file.declared_mime.as_deref(), &file.bytes).map_err(UploadError::Refused)?;
 
     let max_chars = state.config.parsed_text_max_chars;
     let bytes = file.bytes.clone();
@@ -172,7 +173,9 @@ pub async fn delete(state: &AppState, caller: &Caller, id: Uuid) -> Result<Respo
     let blob = state.blob.clone();
     let deleted = state.db.delete_chat_file(id, caller.user_id, async |key: &str| blob.delete(key).await).await?;
     match deleted {
-        Ok(true) => Ok(Response::builder().status(204).body(Body::Empty).unwrap_or_else(|_| Response::new(Body::Empty))),
+        Ok(true) => {
+            Ok(Response::builder().status(204).body(Body::Empty).unwrap_or_else(|_| Response::new(Body::Empty)))
+        }
         Ok(false) => Err(UploadError::NotFound("file")),
         Err(blob_error) => Err(UploadError::Blob(blob_error)),
     }
@@ -185,7 +188,12 @@ struct LinkRequest {
 
 /// `POST /messages/{message_id}/attachments`: all of the caller's own unlinked, ready
 /// files, or nothing.
-pub async fn link(state: &AppState, caller: &Caller, message_id: &str, request: &Request) -> Result<Response<Body>, UploadError> {
+pub async fn link(
+    state: &AppState,
+    caller: &Caller,
+    message_id: &str,
+    request: &Request,
+) -> Result<Response<Body>, UploadError> {
     let message_id =
         Uuid::parse_str(message_id).map_err(|_| UploadError::invalid("message_id", "the message id must be a UUID"))?;
     let body: LinkRequest = serde_json::from_slice(body_bytes(request))
@@ -198,7 +206,8 @@ pub async fn link(state: &AppState, caller: &Caller, message_id: &str, request: 
     }
     let mut ids: Vec<Uuid> = Vec::with_capacity(body.file_ids.len());
     for raw in &body.file_ids {
-        let id = Uuid::parse_str(raw).map_err(|_| UploadError::invalid("file_ids", format!("{raw:?} is not a UUID")))?;
+        let id =
+            Uuid::parse_str(raw).map_err(|_| UploadError::invalid("file_ids", format!("{raw:?} is not a UUID")))?;
         if !ids.contains(&id) {
             ids.push(id);
         }

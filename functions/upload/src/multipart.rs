@@ -14,7 +14,11 @@ pub struct UploadedFile {
 
 /// Reads the `file` part of a `multipart/form-data` body. Stops as soon as the part
 /// passes `limit_bytes`, so an oversize file is refused without holding all of it.
-pub async fn read_file_part(content_type: Option<&str>, body: Bytes, limit_bytes: u64) -> Result<UploadedFile, UploadError> {
+pub async fn read_file_part(
+    content_type: Option<&str>,
+    body: Bytes,
+    limit_bytes: u64,
+) -> Result<UploadedFile, UploadError> {
     let content_type = content_type.unwrap_or_default();
     let boundary = multer::parse_boundary(content_type)
         .map_err(|_| UploadError::invalid("file", "the body must be multipart/form-data with a file part"))?;
@@ -57,7 +61,10 @@ fn malformed(error: multer::Error) -> UploadError {
 mod tests {
     use super::*;
 
-    fn body(parts: &[(&str, Option<&str>, Option<&str>, &[u8])]) -> Bytes {
+    /// A form part: field name, filename, declared type, bytes.
+    type Part<'a> = (&'a str, Option<&'a str>, Option<&'a str>, &'a [u8]);
+
+    fn body(parts: &[Part<'_>]) -> Bytes {
         let mut out = Vec::new();
         for (name, filename, mime, data) in parts {
             out.extend_from_slice(b"--XyZ\r\n");
@@ -100,6 +107,9 @@ mod tests {
         assert!(matches!(read_file_part(CT, two, 100).await, Err(UploadError::Invalid { .. })));
         let nameless = body(&[("file", None, None, b"x")]);
         assert!(matches!(read_file_part(CT, nameless, 100).await, Err(UploadError::Invalid { .. })));
-        assert!(matches!(read_file_part(Some("application/json"), Bytes::new(), 100).await, Err(UploadError::Invalid { .. })));
+        assert!(matches!(
+            read_file_part(Some("application/json"), Bytes::new(), 100).await,
+            Err(UploadError::Invalid { .. })
+        ));
     }
 }

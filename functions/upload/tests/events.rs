@@ -20,7 +20,8 @@ fn offline_state(chat_max_upload_bytes: u64) -> AppState {
     .expect("config");
     config.chat_max_upload_bytes = chat_max_upload_bytes;
     let db = Db::connect_lazy(&format!("postgres://nobody@{CLOSED}/none"), 1).expect("pool");
-    let blob = Blob::new(sluice_blob::static_s3_client(&format!("http://{CLOSED}")), "bucket", config.kms_key_id.clone());
+    let blob =
+        Blob::new(sluice_blob::static_s3_client(&format!("http://{CLOSED}")), "bucket", config.kms_key_id.clone());
     AppState::new(config, db, blob)
 }
 

@@ -95,7 +95,10 @@ mod tests {
             method: "POST",
             path: "/api/v1/files/upload",
             query: Some("a=1&b=x+y"),
-            headers: vec![("Content-Type".into(), "multipart/form-data; boundary=b".into()), ("X-A".into(), "1".into())],
+            headers: vec![
+                ("Content-Type".into(), "multipart/form-data; boundary=b".into()),
+                ("X-A".into(), "1".into()),
+            ],
             body: b"\x00\xffbinary",
             source_ip: "127.0.0.1".into(),
         };

@@ -16,7 +16,10 @@ pub const AUDIENCE: &str = "sluice";
 
 /// The secret the local stack signs and checks with.
 pub fn local_secret() -> String {
-    std::env::var("SLUICE_LOCAL_JWT_SECRET").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| DEFAULT_LOCAL_SECRET.to_owned())
+    std::env::var("SLUICE_LOCAL_JWT_SECRET")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| DEFAULT_LOCAL_SECRET.to_owned())
 }
 
 /// The claims of API.md's identity table.

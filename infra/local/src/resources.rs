@@ -40,7 +40,12 @@ pub async fn ensure_kms_key(kms: &aws_sdk_kms::Client, alias: &str) -> Result<St
         .await
         .map_err(|e| failed("kms key", e))?;
     let metadata = created.key_metadata().ok_or_else(|| failed("kms key", "no metadata"))?;
-    kms.create_alias().alias_name(alias).target_key_id(metadata.key_id()).send().await.map_err(|e| failed("kms alias", e))?;
+    kms.create_alias()
+        .alias_name(alias)
+        .target_key_id(metadata.key_id())
+        .send()
+        .await
+        .map_err(|e| failed("kms alias", e))?;
     metadata.arn().map(str::to_owned).ok_or_else(|| failed("kms key", "no arn"))
 }
 

@@ -120,8 +120,14 @@ impl Blob {
     }
 
     pub async fn head(&self, key: &str) -> Result<ObjectInfo, BlobError> {
-        let head =
-            self.s3.head_object().bucket(&self.bucket).key(key).send().await.map_err(|e| BlobError::request("HeadObject", e))?;
+        let head = self
+            .s3
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| BlobError::request("HeadObject", e))?;
         Ok(ObjectInfo {
             size: head.content_length().unwrap_or_default(),
             server_side_encryption: head.server_side_encryption().map(|s| s.as_str().to_owned()),

@@ -82,7 +82,8 @@ mod tests {
 
     #[test]
     fn defaults_follow_the_seed() {
-        let config = Config::from_lookup(lookup(&[("SLUICE_BUCKET", "b"), ("SLUICE_KMS_KEY_ID", "k")])).expect("config");
+        let config =
+            Config::from_lookup(lookup(&[("SLUICE_BUCKET", "b"), ("SLUICE_KMS_KEY_ID", "k")])).expect("config");
         assert_eq!(config.chat_max_upload_bytes, 10 * 1024 * 1024);
         assert_eq!(config.max_upload_bytes, 50 * 1024 * 1024);
         assert_eq!(config.request_body_cap_bytes(), 51 * 1024 * 1024);

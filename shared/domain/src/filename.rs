@@ -8,10 +8,7 @@ const MAX_NAME_BYTES: usize = 120;
 /// letters, digits, `.`, `-` and `_` becomes `_`. So `../../etc/passwd` is `etc_passwd`,
 /// a hidden name loses its leading dots, and an empty result is `file`.
 pub fn safe_filename(name: &str) -> String {
-    let parts: Vec<&str> = name
-        .split(['/', '\\'])
-        .filter(|p| !p.is_empty() && *p != "." && *p != "..")
-        .collect();
+    let parts: Vec<&str> = name.split(['/', '\\']).filter(|p| !p.is_empty() && *p != "." && *p != "..").collect();
     let mut safe = String::with_capacity(name.len());
     for ch in parts.join("_").chars() {
         let keep = ch.is_alphanumeric() || matches!(ch, '.' | '-' | '_');

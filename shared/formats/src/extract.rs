@@ -25,9 +25,9 @@ pub struct Extraction {
 pub fn extract(kind: &FileKind, bytes: &[u8], max_chars: usize) -> Extraction {
     match kind.file_type {
         FileType::Image => Extraction {
-            dimensions: imagesize::blob_size(bytes).ok().and_then(|s| {
-                Some((u32::try_from(s.width).ok()?, u32::try_from(s.height).ok()?))
-            }),
+            dimensions: imagesize::blob_size(bytes)
+                .ok()
+                .and_then(|s| Some((u32::try_from(s.width).ok()?, u32::try_from(s.height).ok()?))),
             ..Extraction::default()
         },
         FileType::Text => {
@@ -51,14 +51,12 @@ pub fn extract(kind: &FileKind, bytes: &[u8], max_chars: usize) -> Extraction {
 /// and marks a cut so nobody mistakes the part for the whole.
 fn within_budget(text: &str, max_chars: usize) -> (String, bool) {
     let mut kept = String::with_capacity(text.len().min(max_chars.saturating_mul(4)));
-    let mut count = 0usize;
-    for ch in text.chars().filter(|c| *c != '\0') {
+    for (count, ch) in text.chars().filter(|c| *c != '\0').enumerate() {
         if count == max_chars {
             kept.push_str(&left_out_marker(max_chars));
             return (kept, true);
         }
         kept.push(ch);
-        count += 1;
     }
     (kept, false)
 }

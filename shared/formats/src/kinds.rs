@@ -108,13 +108,31 @@ pub const KINDS: &[FileKind] = &[
     kind("msg", "application/vnd.ms-outlook", &["application/vnd.ms-outlook", "application/x-msg"], T::Email, F::Cfb),
     kind("txt", "text/plain", &["text/plain"], T::Text, F::Text),
     kind("md", "text/markdown", &["text/markdown", "text/x-markdown", "text/plain"], T::Text, F::Text),
-    kind("csv", "text/csv", &["text/csv", "application/csv", "text/plain", "application/vnd.ms-excel"], T::Text, F::Text),
+    kind(
+        "csv",
+        "text/csv",
+        &["text/csv", "application/csv", "text/plain", "application/vnd.ms-excel"],
+        T::Text,
+        F::Text,
+    ),
     kind("html", "text/html", &["text/html"], T::Text, F::Text),
     kind("xml", "application/xml", &["application/xml", "text/xml"], T::Text, F::Text),
     kind("json", "application/json", &["application/json", "text/json"], T::Text, F::Text),
     kind("zip", "application/zip", &["application/zip", "application/x-zip-compressed"], T::Archive, F::Zip(None)),
-    kind("tar.gz", "application/gzip", &["application/gzip", "application/x-gzip", "application/x-tar"], T::Archive, F::Gzip),
-    kind("tgz", "application/gzip", &["application/gzip", "application/x-gzip", "application/x-tar"], T::Archive, F::Gzip),
+    kind(
+        "tar.gz",
+        "application/gzip",
+        &["application/gzip", "application/x-gzip", "application/x-tar"],
+        T::Archive,
+        F::Gzip,
+    ),
+    kind(
+        "tgz",
+        "application/gzip",
+        &["application/gzip", "application/x-gzip", "application/x-tar"],
+        T::Archive,
+        F::Gzip,
+    ),
 ];
 
 /// The kind a filename's extension names, if it is on the allowlist (case-insensitive).

@@ -8,9 +8,9 @@ pub mod kinds;
 pub mod sniff;
 pub mod text;
 
-mod extract;
 mod check;
+mod extract;
 
 pub use check::{Accepted, Refusal, RefusalCode, check_upload};
-pub use extract::{Extraction, extract, preview, PREVIEW_MAX_CHARS};
+pub use extract::{Extraction, PREVIEW_MAX_CHARS, extract, preview};
 pub use kinds::{FileKind, FileType, kind_for_filename};

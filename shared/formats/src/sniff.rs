@@ -29,7 +29,9 @@ pub fn sniff(bytes: &[u8]) -> Sniffed {
             "image/gif" => Some(Family::Gif),
             "image/tiff" => Some(Family::Tiff),
             "application/zip" => Some(Family::Zip(None)),
-            "application/vnd.openxmlformats-officedocument.wordprocessingml.document" => Some(Family::Zip(Some("docx"))),
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document" => {
+                Some(Family::Zip(Some("docx")))
+            }
             "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" => Some(Family::Zip(Some("xlsx"))),
             "application/vnd.openxmlformats-officedocument.presentationml.presentation" => {
                 Some(Family::Zip(Some("pptx")))
@@ -37,8 +39,11 @@ pub fn sniff(bytes: &[u8]) -> Sniffed {
             "application/vnd.oasis.opendocument.text" => Some(Family::Zip(Some("odt"))),
             "application/vnd.oasis.opendocument.spreadsheet" => Some(Family::Zip(Some("ods"))),
             "application/vnd.oasis.opendocument.presentation" => Some(Family::Zip(Some("odp"))),
-            "application/msword" | "application/vnd.ms-excel" | "application/vnd.ms-powerpoint"
-            | "application/x-ole-storage" | "application/vnd.ms-outlook" => Some(Family::Cfb),
+            "application/msword"
+            | "application/vnd.ms-excel"
+            | "application/vnd.ms-powerpoint"
+            | "application/x-ole-storage"
+            | "application/vnd.ms-outlook" => Some(Family::Cfb),
             "application/gzip" => Some(Family::Gzip),
             // infer recognises some markup by its opening; it is still text.
             "text/html" | "text/xml" | "application/xml" | "text/x-shellscript" => Some(Family::Text),

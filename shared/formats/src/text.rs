@@ -112,7 +112,8 @@ fn decode_unicode(bytes: &[u8], unicode: Unicode) -> Decoded {
             .map(|c| {
                 let mut word = [0u8; 4];
                 word[..c.len()].copy_from_slice(c);
-                let value = if unicode == Unicode::Utf32Le { u32::from_le_bytes(word) } else { u32::from_be_bytes(word) };
+                let value =
+                    if unicode == Unicode::Utf32Le { u32::from_le_bytes(word) } else { u32::from_be_bytes(word) };
                 char::from_u32(value).filter(|_| c.len() == 4).unwrap_or(char::REPLACEMENT_CHARACTER)
             })
             .collect(),
@@ -140,7 +141,8 @@ fn html_meta_charset(bytes: &[u8]) -> Option<&'static Encoding> {
         let tag = &tag[..tag.find('>').unwrap_or(tag.len())];
         if let Some(pos) = tag.find("charset=") {
             let value = tag[pos + 8..].trim_start_matches(['"', '\'']);
-            let label: String = value.chars().take_while(|c| c.is_ascii_alphanumeric() || "-_:.".contains(*c)).collect();
+            let label: String =
+                value.chars().take_while(|c| c.is_ascii_alphanumeric() || "-_:.".contains(*c)).collect();
             if let Some(encoding) = Encoding::for_label(label.as_bytes()) {
                 return Some(encoding);
             }
@@ -181,7 +183,8 @@ mod tests {
 
     #[test]
     fn xml_follows_its_declaration() {
-        let (bytes, _, _) = encoding_rs::WINDOWS_1250.encode("<?xml version=\"1.0\" encoding=\"windows-1250\"?><a>Łódź</a>");
+        let (bytes, _, _) =
+            encoding_rs::WINDOWS_1250.encode("<?xml version=\"1.0\" encoding=\"windows-1250\"?><a>Łódź</a>");
         let decoded = decode(&bytes, Markup::Xml);
         assert_eq!(decoded.text, "<?xml version=\"1.0\" encoding=\"windows-1250\"?><a>Łódź</a>");
         assert_eq!(decoded.encoding, "windows-1250");

@@ -36,9 +36,9 @@ impl Db {
     /// Builds the pool without connecting: the first query connects. A Lambda serves one
     /// request at a time, so a few connections are plenty and spare the database.
     pub fn connect_lazy(url: &str, max_connections: usize) -> Result<Self, StoreError> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| StoreError::Config(e.to_string()))?;
-        let manager =
-            Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let config: tokio_postgres::Config =
+            url.parse().map_err(|e: tokio_postgres::Error| StoreError::Config(e.to_string()))?;
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(max_connections.max(1))
             .runtime(Runtime::Tokio1)

@@ -6,7 +6,7 @@ use crate::StoreError;
 const MIGRATIONS: &[(i32, &str, &str)] = &[(1, "chat_files", include_str!("../migrations/0001_chat_files.sql"))];
 
 /// An arbitrary constant naming Sluice's migration lock.
-const MIGRATION_LOCK: i64 = 0x5_1_1CE;
+const MIGRATION_LOCK: i64 = 0x0005_11CE;
 
 pub(crate) async fn run(client: &mut deadpool_postgres::Object) -> Result<(), StoreError> {
     let tx = client.transaction().await?;
@@ -18,7 +18,8 @@ pub(crate) async fn run(client: &mut deadpool_postgres::Object) -> Result<(), St
              applied_at timestamptz NOT NULL DEFAULT now())",
     )
     .await?;
-    let applied: Vec<i32> = tx.query("SELECT version FROM sluice_migrations", &[]).await?.iter().map(|r| r.get(0)).collect();
+    let applied: Vec<i32> =
+        tx.query("SELECT version FROM sluice_migrations", &[]).await?.iter().map(|r| r.get(0)).collect();
     for (version, name, sql) in MIGRATIONS {
         if applied.contains(version) {
             continue;

@@ -107,12 +107,8 @@ pub fn body_bytes(request: &Request) -> &[u8] {
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .with_current_span(false)
-        .with_target(false)
-        .try_init();
+    let _ =
+        tracing_subscriber::fmt().json().with_env_filter(filter).with_current_span(false).with_target(false).try_init();
 }
 
 #[cfg(test)]
