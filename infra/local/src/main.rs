@@ -11,6 +11,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let bucket = std::env::var("SLUICE_BUCKET").map_err(|_| "SLUICE_BUCKET is missing")?;
     sluice_local::resources::ensure_bucket(&s3, &bucket).await?;
     let key = sluice_local::resources::configured_kms_key(&kms).await?;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    for spec in sluice_local::resources::QUEUES {
+        let url = sluice_local::resources::ensure_queue(&sqs, spec).await?;
+        tracing::info!(queue = spec.name, url, "queue ready");
+    }
     // The functions read their key from SLUICE_KMS_KEY_ID, as they do in AWS.
     let mut config = sluice_domain::Config::from_lookup(|name| match name {
         "SLUICE_KMS_KEY_ID" => Some(key.clone()),

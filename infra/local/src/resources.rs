@@ -4,6 +4,7 @@
 //! configured key proves Sluice's own request asked for it. Both live in `template.yaml`.
 
 use aws_sdk_kms::types::KeyUsageType;
+use aws_sdk_sqs::types::QueueAttributeName;
 
 #[derive(Debug, thiserror::Error)]
 #[error("could not prepare local resource {what}: {detail}")]
@@ -59,4 +60,55 @@ pub async fn configured_kms_key(kms: &aws_sdk_kms::Client) -> Result<String, Res
     }
     let alias = std::env::var("SLUICE_KMS_KEY_ALIAS").unwrap_or_else(|_| "alias/sluice-local".to_owned());
     ensure_kms_key(kms, &alias).await
+}
+
+/// A work queue and its dead-letter queue, as `template.yaml` declares them.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueSpec {
+    pub name: &'static str,
+    /// Above the consuming function's timeout, so a message is not redelivered mid-run.
+    pub visibility_timeout_secs: u32,
+    /// Deliveries before a message moves to the dead-letter queue.
+    pub max_receive_count: u32,
+}
+
+/// The queues of the pipeline: S3 events to `parse`, then `ingest`, and `teardown`.
+pub const QUEUES: &[QueueSpec] = &[
+    QueueSpec { name: "sluice-parse", visibility_timeout_secs: 180, max_receive_count: 5 },
+    QueueSpec { name: "sluice-ingest", visibility_timeout_secs: 900, max_receive_count: 5 },
+    QueueSpec { name: "sluice-teardown", visibility_timeout_secs: 300, max_receive_count: 5 },
+];
+
+/// Creates `spec`'s queue and its `-dlq`, with the redrive policy; returns the queue URL.
+pub async fn ensure_queue(sqs: &aws_sdk_sqs::Client, spec: &QueueSpec) -> Result<String, ResourceError> {
+    // Dead letters are kept 14 days, longer than the source's 4, so none expire first.
+    let dlq = sqs
+        .create_queue()
+        .queue_name(format!("{}-dlq", spec.name))
+        .attributes(QueueAttributeName::MessageRetentionPeriod, "1209600")
+        .send()
+        .await
+        .map_err(|e| failed("dead-letter queue", e))?;
+    let dlq_url = dlq.queue_url().ok_or_else(|| failed("dead-letter queue", "no url"))?;
+    let dlq_arn = sqs
+        .get_queue_attributes()
+        .queue_url(dlq_url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| failed("dead-letter queue", e))?
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+        .ok_or_else(|| failed("dead-letter queue", "no arn"))?;
+    let redrive = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"{}"}}"#, spec.max_receive_count);
+    let queue = sqs
+        .create_queue()
+        .queue_name(spec.name)
+        .attributes(QueueAttributeName::VisibilityTimeout, spec.visibility_timeout_secs.to_string())
+        .attributes(QueueAttributeName::MessageRetentionPeriod, "345600")
+        .attributes(QueueAttributeName::RedrivePolicy, redrive)
+        .send()
+        .await
+        .map_err(|e| failed("queue", e))?;
+    queue.queue_url().map(str::to_owned).ok_or_else(|| failed("queue", "no url"))
 }
