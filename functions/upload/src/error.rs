@@ -53,7 +53,11 @@ impl UploadError {
                     .detail("limit_bytes", limit_bytes)
             }
             Self::Refused(refusal) => {
-                let status = if refusal.code == RefusalCode::EmptyFile { 400 } else { 415 };
+                // An empty file or an unsafe container is a bad request; a wrong type is 415.
+                let status = match refusal.code {
+                    RefusalCode::EmptyFile | RefusalCode::UnsafeContainer(_) => 400,
+                    _ => 415,
+                };
                 let code = if status == 400 { "invalid_request" } else { "unsupported_media_type" };
                 ApiError::new(status, code, refusal.message.clone())
                     .field("file", refusal.message)

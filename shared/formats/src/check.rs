@@ -14,6 +14,8 @@ pub enum RefusalCode {
     ContentMismatch,
     /// Zero bytes.
     EmptyFile,
+    /// An office container breaking an archive safety rule; the code names the rule.
+    UnsafeContainer(&'static str),
 }
 
 impl RefusalCode {
@@ -23,6 +25,7 @@ impl RefusalCode {
             Self::DeclaredTypeMismatch => "declared_type_mismatch",
             Self::ContentMismatch => "content_mismatch",
             Self::EmptyFile => "empty_file",
+            Self::UnsafeContainer(code) => code,
         }
     }
 }

@@ -1,7 +1,13 @@
 //! Text extraction under a character budget, and the preview cut from it.
 
+use crate::budget::TextBudget;
+use crate::check::{Refusal, RefusalCode};
+use crate::container::{Container, ContainerLimits};
 use crate::kinds::{FileKind, FileType};
+use crate::office::{self, ReadError};
+use crate::sheets;
 use crate::text::{Markup, decode};
+use std::time::Duration;
 
 /// The longest preview, in characters.
 pub const PREVIEW_MAX_CHARS: usize = 240;
@@ -19,17 +25,43 @@ pub struct Extraction {
     pub dimensions: Option<(u32, u32)>,
     /// The encoding a text file was decoded from.
     pub encoding: Option<&'static str>,
+    /// Pages in a PDF.
+    pub pages: Option<u32>,
+    /// Cells read from a spreadsheet.
+    pub cells: Option<u64>,
 }
 
-/// Extracts the text of an accepted file, spending at most `max_chars` characters.
-pub fn extract(kind: &FileKind, bytes: &[u8], max_chars: usize) -> Extraction {
+/// How much a parse may spend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExtractOptions {
+    /// `CHAT_PARSED_TEXT_MAX_CHARS`.
+    pub max_chars: usize,
+    /// Past this the file is unreadable and the parse stops.
+    pub time_limit: Duration,
+    /// The archive limits, applied to office containers too.
+    pub limits: ContainerLimits,
+}
+
+impl ExtractOptions {
+    pub fn new(max_chars: usize) -> Self {
+        Self { max_chars, time_limit: DEFAULT_TIME_LIMIT, limits: ContainerLimits::default() }
+    }
+}
+
+/// Default parse time limit: inside the API's 29-second window with room to store.
+pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(20);
+
+/// Extracts the text of an accepted file under `options`. `Err` refuses the file (an
+/// unsafe container); a file that merely cannot be read is `Ok` with `unreadable` set.
+pub fn extract(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Result<Extraction, Refusal> {
+    let max_chars = options.max_chars;
     match kind.file_type {
-        FileType::Image => Extraction {
+        FileType::Image => Ok(Extraction {
             dimensions: imagesize::blob_size(bytes)
                 .ok()
                 .and_then(|s| Some((u32::try_from(s.width).ok()?, u32::try_from(s.height).ok()?))),
             ..Extraction::default()
-        },
+        }),
         FileType::Text => {
             let markup = match kind.extension {
                 "xml" => Markup::Xml,
@@ -38,13 +70,47 @@ pub fn extract(kind: &FileKind, bytes: &[u8], max_chars: usize) -> Extraction {
             };
             let decoded = decode(bytes, markup);
             let (text, truncated) = within_budget(&decoded.text, max_chars);
-            Extraction { text: Some(text), truncated, encoding: Some(decoded.encoding), ..Extraction::default() }
+            Ok(Extraction { text: Some(text), truncated, encoding: Some(decoded.encoding), ..Extraction::default() })
         }
-        _ => Extraction {
-            unreadable: Some(format!("text extraction for .{} files is not available in this version", kind.extension)),
-            ..Extraction::default()
-        },
+        _ => read_document(kind, bytes, options),
     }
+}
+
+fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Result<Extraction, Refusal> {
+    let mut budget = TextBudget::new(options.max_chars, options.time_limit);
+    let mut extraction = Extraction::default();
+    let outcome: Result<(), ReadError> = match kind.extension {
+        "pdf" => crate::pdf::pdf(bytes, &mut budget).map(|stats| extraction.pages = Some(stats.pages)),
+        "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" => Container::open(bytes, options.limits)
+            .map_err(ReadError::from)
+            .and_then(|mut container| match kind.extension {
+                "docx" => office::docx(&mut container, &mut budget),
+                "pptx" => office::pptx(&mut container, &mut budget),
+                "odt" | "odp" => office::odf_text(&mut container, &mut budget),
+                "ods" => sheets::ods(&mut container, &mut budget).map(|s| extraction.cells = Some(s.cells)),
+                _ => sheets::xlsx(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
+            }),
+        "xls" => sheets::xls(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
+        other => {
+            Err(ReadError::Unreadable(format!("text extraction for .{other} files is not available in this version")))
+        }
+    };
+    match outcome {
+        Ok(()) => {
+            let (text, truncated) = budget.finish();
+            extraction.truncated = truncated;
+            extraction.text = Some(text);
+        }
+        Err(ReadError::Unsafe { code, message }) => {
+            return Err(Refusal { code: RefusalCode::UnsafeContainer(code), message });
+        }
+        Err(ReadError::Unreadable(reason)) => extraction.unreadable = Some(reason),
+        Err(ReadError::Time) => {
+            extraction.unreadable =
+                Some(format!("reading the file took longer than the {}-second limit", options.time_limit.as_secs()))
+        }
+    }
+    Ok(extraction)
 }
 
 /// Keeps at most `max_chars` characters of `text`, without NULs (PostgreSQL refuses them),
@@ -94,11 +160,11 @@ mod tests {
 
     #[test]
     fn nul_characters_never_survive_and_the_budget_marks_its_cut() {
-        let extraction = extract(kind("a.txt"), b"ab\0cdef", 4);
+        let extraction = extract(kind("a.txt"), b"ab\0cdef", &ExtractOptions::new(4)).expect("text");
         let text = extraction.text.expect("text");
         assert!(text.starts_with("abcd\n\n[The rest of this document was left out"));
         assert!(extraction.truncated);
-        let whole = extract(kind("a.txt"), b"ab\0c", 4);
+        let whole = extract(kind("a.txt"), b"ab\0c", &ExtractOptions::new(4)).expect("text");
         assert_eq!(whole.text.as_deref(), Some("abc"));
         assert!(!whole.truncated);
     }
@@ -106,7 +172,7 @@ mod tests {
     #[test]
     fn images_have_dimensions_and_no_text() {
         let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\x01\x00\0\0\0\x80\x08\x06\0\0\0";
-        let extraction = extract(kind("a.png"), png, 100);
+        let extraction = extract(kind("a.png"), png, &ExtractOptions::new(100)).expect("image");
         assert_eq!(extraction.text, None);
         assert_eq!(extraction.dimensions, Some((256, 128)));
         assert_eq!(extraction.unreadable, None);

@@ -4,13 +4,19 @@
 //! so the upload function, the parse function and the `sluice parse` command all run the
 //! same rules.
 
+pub mod budget;
+pub mod container;
 pub mod kinds;
+pub mod office;
+pub mod pdf;
+pub mod sheets;
 pub mod sniff;
 pub mod text;
+pub mod xml;
 
 mod check;
 mod extract;
 
 pub use check::{Accepted, Refusal, RefusalCode, check_upload};
-pub use extract::{Extraction, PREVIEW_MAX_CHARS, extract, preview};
+pub use extract::{DEFAULT_TIME_LIMIT, ExtractOptions, Extraction, PREVIEW_MAX_CHARS, extract, preview};
 pub use kinds::{FileKind, FileType, kind_for_filename};

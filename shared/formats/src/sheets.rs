@@ -1,0 +1,279 @@
+//! Spreadsheets: every sheet, named, rows tab-separated. XLSX/XLSM stream their cells
+//! (calamine's cell reader), XLS is read by calamine, ODS is walked from `content.xml`
+//! so that repeated empty rows and cells (a sheet declaring 10^9 rows) cost nothing.
+//! At most a million cells are read; a sheet stopped by that count ends with a note.
+
+use crate::budget::{Stop, TextBudget};
+use crate::container::Container;
+use crate::office::{ReadError, WalkStop, stop};
+use crate::xml::{Node, attribute, local, walk};
+use calamine::{Data, DataRef, Reader, Xls, Xlsx};
+use std::io::Cursor;
+
+/// The most cells read from one workbook.
+pub const MAX_CELLS: u64 = 1_000_000;
+/// The widest gap of empty columns written out as tabs.
+const MAX_COLUMN_GAP: u32 = 256;
+
+/// What a spreadsheet read yielded beyond its text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SheetStats {
+    pub cells: u64,
+}
+
+fn cell_limit_note(budget: &mut TextBudget) -> Result<(), Stop> {
+    budget.end_line()?;
+    budget.push(&format!(
+        "[Stopped after {MAX_CELLS} cells: the rest of this sheet and any later sheets were not read.]\n"
+    ))
+}
+
+/// Writes one row; `Err(Stop::Budget)` ends the workbook.
+fn write_row(budget: &mut TextBudget, row: &mut Vec<String>) -> Result<(), Stop> {
+    while row.last().is_some_and(String::is_empty) {
+        row.pop();
+    }
+    if row.is_empty() {
+        return Ok(());
+    }
+    budget.push(&row.join("\t"))?;
+    row.clear();
+    budget.push("\n")
+}
+
+fn sheet_header(budget: &mut TextBudget, name: &str) -> Result<(), Stop> {
+    budget.end_line()?;
+    budget.push(&format!("Sheet: {name}\n"))
+}
+
+fn number(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 { format!("{}", value as i64) } else { format!("{value}") }
+}
+
+fn data_ref_text(value: &DataRef<'_>) -> String {
+    match value {
+        DataRef::Int(i) => i.to_string(),
+        DataRef::Float(f) => number(*f),
+        DataRef::String(s) => s.clone(),
+        DataRef::SharedString(s) => (*s).to_owned(),
+        DataRef::Bool(b) => if *b { "TRUE" } else { "FALSE" }.to_owned(),
+        DataRef::DateTime(d) => d.as_datetime().map(|t| t.to_string()).unwrap_or_else(|| number(d.as_f64())),
+        DataRef::DateTimeIso(s) | DataRef::DurationIso(s) => s.clone(),
+        DataRef::Error(e) => format!("#{e:?}"),
+        DataRef::Empty => String::new(),
+    }
+}
+
+fn data_text(value: &Data) -> String {
+    match value {
+        Data::Int(i) => i.to_string(),
+        Data::Float(f) => number(*f),
+        Data::String(s) => s.clone(),
+        Data::Bool(b) => if *b { "TRUE" } else { "FALSE" }.to_owned(),
+        Data::DateTime(d) => d.as_datetime().map(|t| t.to_string()).unwrap_or_else(|| number(d.as_f64())),
+        Data::DateTimeIso(s) | Data::DurationIso(s) => s.clone(),
+        Data::Error(e) => format!("#{e:?}"),
+        Data::Empty => String::new(),
+    }
+}
+
+/// XLSX and XLSM, streamed cell by cell. The container was checked before (limits,
+/// duplicate parts, DOCTYPEs), so calamine only ever sees a safe zip.
+pub fn xlsx(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadError> {
+    let mut workbook: Xlsx<_> =
+        Xlsx::new(Cursor::new(bytes)).map_err(|e| ReadError::Unreadable(format!("not a readable workbook: {e}")))?;
+    let mut stats = SheetStats::default();
+    for name in workbook.sheet_names() {
+        let result = (|| -> Result<bool, Stop> {
+            sheet_header(budget, &name)?;
+            let mut reader = match workbook.worksheet_cells_reader(&name) {
+                Ok(reader) => reader,
+                Err(_) => return Ok(false),
+            };
+            let mut row: Vec<String> = Vec::new();
+            let mut row_index: Option<u32> = None;
+            // A sheet whose XML breaks off ends where it broke; what was read is kept.
+            while let Ok(Some(cell)) = reader.next_cell() {
+                if matches!(cell.get_value(), DataRef::Empty) {
+                    continue;
+                }
+                stats.cells += 1;
+                if stats.cells > MAX_CELLS {
+                    write_row(budget, &mut row)?;
+                    cell_limit_note(budget)?;
+                    return Ok(true);
+                }
+                if stats.cells.is_multiple_of(4096) {
+                    budget.check_time()?;
+                }
+                let (r, c) = cell.get_position();
+                if row_index != Some(r) {
+                    write_row(budget, &mut row)?;
+                    row_index = Some(r);
+                }
+                let gap = c.saturating_sub(row.len() as u32).min(MAX_COLUMN_GAP);
+                row.extend((0..gap).map(|_| String::new()));
+                row.push(data_ref_text(cell.get_value()));
+            }
+            write_row(budget, &mut row)?;
+            Ok(false)
+        })();
+        match result {
+            Ok(false) => {}
+            Ok(true) | Err(Stop::Budget) => return Ok(stats),
+            Err(Stop::Time) => return Err(ReadError::Time),
+        }
+    }
+    Ok(stats)
+}
+
+/// Legacy XLS (BIFF), whole sheets at a time (a file at most the upload size).
+pub fn xls(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadError> {
+    let mut workbook: Xls<_> =
+        Xls::new(Cursor::new(bytes)).map_err(|e| ReadError::Unreadable(format!("not a readable workbook: {e}")))?;
+    let mut stats = SheetStats::default();
+    for name in workbook.sheet_names() {
+        let Ok(range) = workbook.worksheet_range(&name) else { continue };
+        let result = (|| -> Result<bool, Stop> {
+            sheet_header(budget, &name)?;
+            for cells in range.rows() {
+                budget.check_time()?;
+                let mut row: Vec<String> = Vec::with_capacity(cells.len());
+                for value in cells {
+                    if !matches!(value, Data::Empty) {
+                        stats.cells += 1;
+                    }
+                    if stats.cells > MAX_CELLS {
+                        write_row(budget, &mut row)?;
+                        cell_limit_note(budget)?;
+                        return Ok(true);
+                    }
+                    row.push(data_text(value));
+                }
+                write_row(budget, &mut row)?;
+            }
+            Ok(false)
+        })();
+        match result {
+            Ok(false) => {}
+            Ok(true) | Err(Stop::Budget) => return Ok(stats),
+            Err(Stop::Time) => return Err(ReadError::Time),
+        }
+    }
+    Ok(stats)
+}
+
+/// ODS from `content.xml`: repeated empty rows and cells are skipped without expanding them;
+/// a repeated non-empty row or cell is written out only as far as the cell count allows.
+pub fn ods(container: &mut Container<'_>, budget: &mut TextBudget) -> Result<SheetStats, ReadError> {
+    if !container.contains("content.xml") {
+        return Err(ReadError::Unreadable("the container has no content.xml".to_owned()));
+    }
+    let xml = container.read("content.xml")?;
+    let mut stats = SheetStats::default();
+    let mut row: Vec<String> = Vec::new();
+    let mut row_repeat: u64 = 1;
+    let mut cell = String::new();
+    let mut cell_repeat: u64 = 1;
+    let mut in_cell = false;
+    let mut para_depth = 0u32;
+    let mut nodes = 0u32;
+    let result = walk(&xml, |node| -> Result<bool, WalkStop> {
+        nodes = nodes.wrapping_add(1);
+        if nodes.is_multiple_of(4096) {
+            budget.check_time().map_err(stop)?;
+        }
+        let repeat = |e: &quick_xml::events::BytesStart<'_>, name: &str| {
+            attribute(e, name).and_then(|v| v.parse::<u64>().ok()).unwrap_or(1).max(1)
+        };
+        match node {
+            Node::Start(e) => match local(e) {
+                "table" => {
+                    let name = attribute(e, "name").unwrap_or_default();
+                    sheet_header(budget, &name).map_err(stop)?;
+                }
+                "table-row" => {
+                    row.clear();
+                    row_repeat = repeat(e, "number-rows-repeated");
+                }
+                "table-cell" | "covered-table-cell" => {
+                    in_cell = true;
+                    cell.clear();
+                    cell_repeat = repeat(e, "number-columns-repeated");
+                }
+                "p" if in_cell => {
+                    if para_depth == 0 && !cell.is_empty() {
+                        cell.push(' ');
+                    }
+                    para_depth += 1;
+                }
+                _ => {}
+            },
+            Node::Empty(e) => match local(e) {
+                "table" => sheet_header(budget, &attribute(e, "name").unwrap_or_default()).map_err(stop)?,
+                "table-row" => {}
+                "table-cell" | "covered-table-cell" => {
+                    // An empty cell: only its position matters, and only if a value follows.
+                    let n = repeat(e, "number-columns-repeated").min(MAX_COLUMN_GAP as u64);
+                    row.extend((0..n).map(|_| String::new()));
+                    if row.len() > 16_384 {
+                        row.truncate(16_384);
+                    }
+                }
+                "s" if para_depth > 0 => cell.push(' '),
+                _ => {}
+            },
+            Node::End(name) => match name {
+                "p" if in_cell => para_depth = para_depth.saturating_sub(1),
+                "table-cell" | "covered-table-cell" => {
+                    in_cell = false;
+                    if cell.is_empty() {
+                        let n = cell_repeat.min(MAX_COLUMN_GAP as u64);
+                        row.extend((0..n).map(|_| String::new()));
+                    } else {
+                        for _ in 0..cell_repeat.min(16_384) {
+                            stats.cells += 1;
+                            if stats.cells > MAX_CELLS {
+                                break;
+                            }
+                            row.push(cell.clone());
+                        }
+                    }
+                    if row.len() > 16_384 {
+                        row.truncate(16_384);
+                    }
+                }
+                "table-row" => {
+                    let has_values = row.iter().any(|c| !c.is_empty());
+                    if has_values {
+                        let width = row.iter().filter(|c| !c.is_empty()).count() as u64;
+                        for copy in 0..row_repeat {
+                            if copy > 0 {
+                                stats.cells += width;
+                            }
+                            let mut line = row.clone();
+                            write_row(budget, &mut line).map_err(stop)?;
+                            if stats.cells > MAX_CELLS {
+                                cell_limit_note(budget).map_err(stop)?;
+                                return Err(WalkStop::Budget);
+                            }
+                        }
+                    }
+                    row.clear();
+                }
+                _ => {}
+            },
+            Node::Text(text) if para_depth > 0 => {
+                if cell.len() < 1 << 20 {
+                    cell.push_str(text);
+                }
+            }
+            Node::Text(_) => {}
+        }
+        Ok(true)
+    });
+    match result {
+        Ok(()) | Err(WalkStop::Budget) => Ok(stats),
+        Err(WalkStop::Read(error)) => Err(error),
+    }
+}

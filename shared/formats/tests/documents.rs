@@ -1,0 +1,312 @@
+//! Office documents, spreadsheets and PDFs built in code (benign and hostile), through the
+//! same check and extraction the upload path runs.
+
+use sluice_formats::{ExtractOptions, Extraction, Refusal, check_upload, extract};
+use std::io::Write;
+
+fn zip(parts: &[(&str, &str)]) -> Vec<u8> {
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    for (name, body) in parts {
+        writer.start_file(*name, options).expect("start");
+        writer.write_all(body.as_bytes()).expect("write");
+    }
+    writer.finish().expect("finish").into_inner()
+}
+
+fn run(name: &str, bytes: &[u8]) -> Result<Extraction, Refusal> {
+    run_with(name, bytes, ExtractOptions::new(200_000))
+}
+
+fn run_with(name: &str, bytes: &[u8], options: ExtractOptions) -> Result<Extraction, Refusal> {
+    let accepted = check_upload(name, None, bytes)?;
+    extract(accepted.kind, bytes, &options)
+}
+
+fn text(name: &str, bytes: &[u8]) -> String {
+    let extraction = run(name, bytes).unwrap_or_else(|r| panic!("{name} refused: {r:?}"));
+    extraction.text.unwrap_or_else(|| panic!("{name} has no text: {:?}", extraction.unreadable))
+}
+
+const W: &str = r#"xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main""#;
+
+fn docx(body: &str) -> Vec<u8> {
+    zip(&[
+        ("[Content_Types].xml", "<Types/>"),
+        ("word/document.xml", &format!("<w:document {W}><w:body>{body}</w:body></w:document>")),
+        ("word/header1.xml", &format!("<w:hdr {W}><w:p><w:r><w:t>Quarterly header</w:t></w:r></w:p></w:hdr>")),
+        ("word/footer1.xml", &format!("<w:ftr {W}><w:p><w:r><w:t>Page footer</w:t></w:r></w:p></w:ftr>")),
+    ])
+}
+
+#[test]
+fn docx_paragraphs_tables_headers_and_footers() {
+    let body = "<w:p><w:r><w:t>First paragraph</w:t></w:r><w:r><w:tab/><w:t xml:space=\"preserve\"> &amp; more</w:t></w:r></w:p>\
+                <w:tbl><w:tr><w:tc><w:p><w:r><w:t>a1</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>b1</w:t></w:r></w:p></w:tc></w:tr>\
+                <w:tr><w:tc><w:p><w:r><w:t>a2</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>b2</w:t></w:r></w:p></w:tc></w:tr></w:tbl>\
+                <w:p><w:r><w:instrText>PAGE</w:instrText><w:t>Last</w:t></w:r></w:p>";
+    assert_eq!(
+        text("report.docx", &docx(body)),
+        "Quarterly header\nFirst paragraph\t & more\na1\tb1\na2\tb2\nLast\nPage footer"
+    );
+}
+
+#[test]
+fn pptx_shapes_tables_and_notes() {
+    const A: &str = r#"xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main""#;
+    let slide = |n: u32, body: &str| {
+        (format!("ppt/slides/slide{n}.xml"), format!("<p:sld {A}><p:cSld>{body}</p:cSld></p:sld>"))
+    };
+    let (s1, b1) = slide(
+        1,
+        "<a:p><a:r><a:t>Title one</a:t></a:r></a:p><a:tbl><a:tr><a:tc><a:txBody><a:p><a:r><a:t>x</a:t></a:r></a:p></a:txBody></a:tc><a:tc><a:txBody><a:p><a:r><a:t>y</a:t></a:r></a:p></a:txBody></a:tc></a:tr></a:tbl>",
+    );
+    let (s2, b2) = slide(2, "<a:p><a:r><a:t>Second</a:t></a:r></a:p>");
+    let (s10, b10) = slide(10, "<a:p><a:r><a:t>Tenth</a:t></a:r></a:p>");
+    let rels = r#"<Relationships><Relationship Id="rId2" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/notesSlide" Target="../notesSlides/notesSlide7.xml"/></Relationships>"#;
+    let notes = format!(
+        "<p:notes {A}><a:p><a:r><a:t>Speaker note</a:t></a:r></a:p><a:p><a:fld type=\"slidenum\"><a:t>1</a:t></a:fld></a:p></p:notes>"
+    );
+    let bytes = zip(&[
+        ("[Content_Types].xml", "<Types/>"),
+        ("ppt/presentation.xml", "<p:presentation/>"),
+        (&s10, &b10),
+        (&s1, &b1),
+        (&s2, &b2),
+        ("ppt/slides/_rels/slide1.xml.rels", rels),
+        ("ppt/notesSlides/notesSlide7.xml", &notes),
+    ]);
+    assert_eq!(
+        text("deck.pptx", &bytes),
+        "--- Slide 1 ---\nTitle one\nx\ty\nNotes:\nSpeaker note\n--- Slide 2 ---\nSecond\n--- Slide 3 ---\nTenth"
+    );
+}
+
+const ODF: &str = r#"xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0""#;
+
+fn odf(mimetype: &str, body: &str) -> Vec<u8> {
+    zip(&[
+        ("mimetype", mimetype),
+        (
+            "content.xml",
+            &format!("<office:document-content {ODF}><office:body>{body}</office:body></office:document-content>"),
+        ),
+    ])
+}
+
+#[test]
+fn odt_paragraphs_headings_lists_and_tables() {
+    let body = "<office:text><text:h>Heading</text:h><text:p>Para<text:s text:c=\"2\"/>with <text:span>span</text:span></text:p>\
+                <text:list><text:list-item><text:p>item one</text:p></text:list-item></text:list>\
+                <table:table><table:table-row><table:table-cell><text:p>c1</text:p></table:table-cell><table:table-cell><text:p>c2</text:p></table:table-cell></table:table-row></table:table></office:text>";
+    assert_eq!(
+        text("doc.odt", &odf("application/vnd.oasis.opendocument.text", body)),
+        "Heading\nPara  with span\nitem one\nc1\tc2"
+    );
+}
+
+#[test]
+fn odp_slides_and_notes() {
+    let body = "<office:presentation><draw:page><draw:frame><draw:text-box><text:p>Slide text</text:p></draw:text-box></draw:frame>\
+                <presentation:notes><draw:frame><draw:text-box><text:p>A note</text:p></draw:text-box></draw:frame></presentation:notes></draw:page>\
+                <draw:page><draw:frame><draw:text-box><text:p>Two</text:p></draw:text-box></draw:frame></draw:page></office:presentation>";
+    assert_eq!(
+        text("talk.odp", &odf("application/vnd.oasis.opendocument.presentation", body)),
+        "--- Slide 1 ---\nSlide text\nNotes:\nA note\n--- Slide 2 ---\nTwo"
+    );
+}
+
+#[test]
+fn ods_sheets_are_named_and_a_billion_row_declaration_costs_nothing() {
+    let body = "<office:spreadsheet><table:table table:name=\"Sales\">\
+        <table:table-row><table:table-cell><text:p>month</text:p></table:table-cell><table:table-cell table:number-columns-repeated=\"3\"/><table:table-cell><text:p>total</text:p></table:table-cell></table:table-row>\
+        <table:table-row table:number-rows-repeated=\"1000000000\"><table:table-cell table:number-columns-repeated=\"16384\"/></table:table-row>\
+        <table:table-row><table:table-cell><text:p>jan</text:p></table:table-cell><table:table-cell><text:p>10</text:p></table:table-cell></table:table-row>\
+        </table:table><table:table table:name=\"Empty\"/></office:spreadsheet>";
+    let started = std::time::Instant::now();
+    let extraction = run("book.ods", &odf("application/vnd.oasis.opendocument.spreadsheet", body)).expect("accepted");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert_eq!(extraction.text.as_deref(), Some("Sheet: Sales\nmonth\t\t\t\ttotal\njan\t10\nSheet: Empty"));
+    assert_eq!(extraction.cells, Some(4));
+}
+
+fn xlsx(sheet_xml: &str) -> Vec<u8> {
+    zip(&[
+        (
+            "[Content_Types].xml",
+            r#"<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/><Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/></Types>"#,
+        ),
+        (
+            "_rels/.rels",
+            r#"<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="xl/workbook.xml"/></Relationships>"#,
+        ),
+        (
+            "xl/workbook.xml",
+            r#"<workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"><sheets><sheet name="Data" sheetId="1" r:id="rId1"/></sheets></workbook>"#,
+        ),
+        (
+            "xl/_rels/workbook.xml.rels",
+            r#"<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/></Relationships>"#,
+        ),
+        (
+            "xl/worksheets/sheet1.xml",
+            &format!(
+                r#"<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><dimension ref="A1:XFD1048576"/><sheetData>{sheet_xml}</sheetData></worksheet>"#
+            ),
+        ),
+    ])
+}
+
+#[test]
+fn xlsx_rows_are_streamed_tab_separated() {
+    let rows = r#"<row r="1"><c r="A1" t="inlineStr"><is><t>name</t></is></c><c r="C1" t="inlineStr"><is><t>qty</t></is></c></row><row r="3"><c r="A3" t="inlineStr"><is><t>bolt</t></is></c><c r="C3"><v>12</v></c></row>"#;
+    let extraction = run("stock.xlsx", &xlsx(rows)).expect("accepted");
+    assert_eq!(extraction.text.as_deref(), Some("Sheet: Data\nname\t\tqty\nbolt\t\t12"));
+    assert_eq!(extraction.cells, Some(4));
+}
+
+#[test]
+fn the_budget_stops_a_spreadsheet_early_and_says_so() {
+    let rows: String = (1..=2000).map(|r| format!(r#"<row r="{r}"><c r="A{r}"><v>{r}</v></c></row>"#)).collect();
+    let extraction = run_with("big.xlsx", &xlsx(&rows), ExtractOptions::new(100)).expect("accepted");
+    assert!(extraction.truncated);
+    let text = extraction.text.expect("text");
+    assert!(text.contains("[The rest of this document was left out"), "{text}");
+    assert!(text.chars().count() < 300);
+}
+
+#[test]
+fn an_entity_declaration_in_any_part_refuses_the_file() {
+    let bomb = "<!DOCTYPE lolz [<!ENTITY lol \"lol\"><!ENTITY lol2 \"&lol;&lol;&lol;&lol;\">]>";
+    let bytes = zip(&[
+        ("[Content_Types].xml", "<Types/>"),
+        (
+            "word/document.xml",
+            &format!("{bomb}<w:document {W}><w:body><w:p><w:r><w:t>&lol2;</w:t></w:r></w:p></w:body></w:document>"),
+        ),
+    ]);
+    let refusal = run("bomb.docx", &bytes).expect_err("refused");
+    assert_eq!(refusal.code.as_str(), "xml_doctype");
+    let bytes = xlsx_with_doctype_in_rels();
+    assert_eq!(run("bomb.xlsx", &bytes).expect_err("refused").code.as_str(), "xml_doctype");
+}
+
+fn xlsx_with_doctype_in_rels() -> Vec<u8> {
+    zip(&[
+        ("[Content_Types].xml", "<Types/>"),
+        ("_rels/.rels", "<!DOCTYPE x SYSTEM \"http://example.com/x.dtd\"><Relationships/>"),
+    ])
+}
+
+#[test]
+fn duplicate_part_names_refuse_the_file_also_case_folded() {
+    let folded =
+        zip(&[("[Content_Types].xml", "<Types/>"), ("word/document.xml", "<a/>"), ("Word/Document.xml", "<b/>")]);
+    assert_eq!(run("dup.docx", &folded).expect_err("refused").code.as_str(), "duplicate_path");
+    // Two parts with the very same name: written under distinct names of equal length,
+    // then renamed in the bytes (zip writers refuse to write a duplicate).
+    let mut exact =
+        zip(&[("[Content_Types].xml", "<Types/>"), ("word/document.xml", "<a/>"), ("word/documenX.xml", "<b/>")]);
+    let needle = b"word/documenX.xml";
+    let mut i = 0;
+    while let Some(pos) = exact[i..].windows(needle.len()).position(|w| w == needle) {
+        exact[i + pos + needle.len() - 5] = b't';
+        i += pos + needle.len();
+    }
+    assert_eq!(run("dup.docx", &exact).expect_err("refused").code.as_str(), "duplicate_path");
+}
+
+#[test]
+fn a_member_past_the_ratio_or_size_limit_refuses_the_file() {
+    let huge = "a".repeat(3 << 20);
+    let bytes = zip(&[("[Content_Types].xml", "<Types/>"), ("word/document.xml", &huge)]);
+    assert_eq!(run("ratio.docx", &bytes).expect_err("refused").code.as_str(), "ratio_exceeded");
+}
+
+#[test]
+fn truncated_documents_are_unreadable_not_errors() {
+    let whole = docx("<w:p><w:r><w:t>hello</w:t></w:r></w:p>");
+    for cut in [whole.len() / 2, whole.len() - 10, 40] {
+        let extraction = run("cut.docx", &whole[..cut]).expect("a truncated container is accepted as unreadable");
+        assert_eq!(extraction.text, None);
+        assert!(extraction.unreadable.is_some());
+    }
+    let extraction = run("bad.xlsx", b"PK\x03\x04 this is not really a zip").expect("accepted");
+    assert!(extraction.unreadable.is_some());
+}
+
+/// A PDF with one page of Helvetica text per entry of `pages`, with a correct xref table.
+fn pdf(pages: &[&str]) -> Vec<u8> {
+    let mut objects: Vec<String> = Vec::new();
+    let page_ids: Vec<usize> = (0..pages.len()).map(|i| 4 + 2 * i).collect();
+    objects.push("<< /Type /Catalog /Pages 2 0 R >>".to_owned());
+    let kids: Vec<String> = page_ids.iter().map(|id| format!("{id} 0 R")).collect();
+    objects.push(format!("<< /Type /Pages /Kids [{}] /Count {} >>", kids.join(" "), pages.len()));
+    objects.push("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_owned());
+    for (i, text) in pages.iter().enumerate() {
+        let content_id = page_ids[i] + 1;
+        objects.push(format!(
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents {content_id} 0 R >>"
+        ));
+        let lines: String = text
+            .lines()
+            .enumerate()
+            .map(|(n, l)| format!("BT /F1 12 Tf 72 {} Td ({l}) Tj ET\n", 720 - 16 * n))
+            .collect();
+        objects.push(format!("<< /Length {} >>\nstream\n{lines}endstream", lines.len()));
+    }
+    let mut out = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, object) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n{object}\nendobj\n", i + 1).as_bytes());
+    }
+    let xref = out.len();
+    out.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
+    for offset in offsets {
+        out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!("trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1).as_bytes(),
+    );
+    out
+}
+
+fn require_pdfium() {
+    assert!(
+        std::env::var_os("PDFIUM_LIB_PATH").is_some(),
+        "PDFIUM_LIB_PATH is not set: run the tests with `infra/local/test`, which provisions libpdfium.so"
+    );
+}
+
+#[test]
+fn pdf_pages_are_read_in_order_with_lf_line_ends() {
+    require_pdfium();
+    let extraction = run("report.pdf", &pdf(&["Quarterly report\nRevenue grew", "Second page"])).expect("accepted");
+    assert_eq!(extraction.pages, Some(2));
+    let text = extraction.text.expect("text");
+    assert!(!text.contains('\r'), "{text:?}");
+    assert!(text.starts_with("Quarterly report\nRevenue grew"), "{text:?}");
+    assert!(text.ends_with("Second page"), "{text:?}");
+}
+
+#[test]
+fn pdf_reading_stops_at_the_page_that_crosses_the_budget() {
+    require_pdfium();
+    let pages: Vec<String> = (1..=50).map(|n| format!("Page number {n} of fifty")).collect();
+    let pages: Vec<&str> = pages.iter().map(String::as_str).collect();
+    let extraction = run_with("long.pdf", &pdf(&pages), ExtractOptions::new(60)).expect("accepted");
+    assert!(extraction.truncated);
+    let text = extraction.text.expect("text");
+    assert!(text.starts_with("Page number 1 of fifty"), "{text:?}");
+    assert!(!text.contains("Page number 5 "), "{text:?}");
+}
+
+#[test]
+fn a_broken_pdf_is_unreadable_not_an_error() {
+    require_pdfium();
+    let whole = pdf(&["hello"]);
+    let extraction = run("cut.pdf", &whole[..30]).expect("accepted");
+    assert_eq!(extraction.text, None);
+    assert!(extraction.unreadable.is_some());
+}
