@@ -4,6 +4,9 @@
 //!   front door accepts.
 //! - `sluice doctor` prints the storage backend, the bucket, whether and with which key
 //!   SSE-KMS is enforced, database reachability and the pgvector version.
+//! - `sluice parse FILE [--mime TYPE] [--text]` runs the upload path's validation,
+//!   classification and extraction on a local file and prints one JSON object (or the
+//!   text). It never needs the stack.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -38,6 +41,17 @@ enum Command {
     },
     /// Check the storage, encryption and database configuration of this environment.
     Doctor,
+    /// Validate, classify and extract a local file exactly as an upload would.
+    Parse {
+        /// The file to read.
+        file: std::path::PathBuf,
+        /// The declared MIME type (as a browser would send it); none by default.
+        #[arg(long)]
+        mime: Option<String>,
+        /// Print the extracted text instead of the JSON verdict.
+        #[arg(long)]
+        text: bool,
+    },
 }
 
 #[tokio::main]
@@ -58,7 +72,96 @@ async fn main() -> ExitCode {
             }
         }
         Command::Doctor => doctor().await,
+        Command::Parse { file, mime, text } => parse(&file, mime.as_deref(), text),
     }
+}
+
+/// `sluice parse`: one JSON object with the verdict, or the text with `--text`.
+fn parse(path: &std::path::Path, mime: Option<&str>, print_text: bool) -> ExitCode {
+    let started = std::time::Instant::now();
+    let config = sluice_domain::Config::from_lookup(|name| match name {
+        "SLUICE_BUCKET" | "SLUICE_KMS_KEY_ID" => Some("unused".to_owned()),
+        other => std::env::var(other).ok(),
+    });
+    let config = match config {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("sluice parse: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let filename = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let size = match std::fs::metadata(path) {
+        Ok(meta) => meta.len(),
+        Err(error) => {
+            eprintln!("sluice parse: cannot read {}: {error}", path.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let elapsed = |started: std::time::Instant| started.elapsed().as_millis() as u64;
+    if size > config.chat_max_upload_bytes {
+        let verdict = serde_json::json!({
+            "verdict": "refused", "reason": "file_too_large", "file_type": null, "mime_type": null,
+            "preview": null, "chars": 0, "truncated": false, "elapsed_ms": elapsed(started),
+        });
+        println!("{verdict}");
+        return ExitCode::SUCCESS;
+    }
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            eprintln!("sluice parse: cannot read {}: {error}", path.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let options = sluice_formats::ExtractOptions::new(config.parsed_text_max_chars);
+    let outcome = sluice_formats::check_upload(&filename, mime, &bytes)
+        .and_then(|accepted| sluice_formats::extract(accepted.kind, &bytes, &options).map(|e| (accepted, e)));
+    let verdict = match outcome {
+        Err(refusal) => serde_json::json!({
+            "verdict": "refused", "reason": refusal.code.as_str(), "message": refusal.message,
+            "file_type": null, "mime_type": null, "preview": null, "chars": 0, "truncated": false,
+            "elapsed_ms": elapsed(started),
+        }),
+        Ok((accepted, extraction)) => {
+            if print_text {
+                match &extraction.text {
+                    Some(text) => {
+                        println!("{text}");
+                        return ExitCode::SUCCESS;
+                    }
+                    None => {
+                        eprintln!("sluice parse: no text: {}", extraction.unreadable.as_deref().unwrap_or("an image"));
+                        return ExitCode::FAILURE;
+                    }
+                }
+            }
+            let mut verdict = serde_json::json!({
+                "verdict": "accepted",
+                "file_type": accepted.file_type().as_str(),
+                "mime_type": accepted.canonical_mime(),
+                "preview": extraction.text.as_deref().and_then(sluice_formats::preview),
+                "chars": extraction.text.as_deref().map_or(0, |t| t.chars().count()),
+                "truncated": extraction.truncated,
+                "elapsed_ms": elapsed(started),
+            });
+            if let Some(reason) = extraction.unreadable {
+                verdict["unreadable"] = reason.into();
+            }
+            if let Some(pages) = extraction.pages {
+                verdict["pages"] = pages.into();
+            }
+            if let Some(cells) = extraction.cells {
+                verdict["cells"] = cells.into();
+            }
+            if let Some(encoding) = extraction.encoding {
+                verdict["encoding"] = encoding.into();
+            }
+            verdict
+        }
+    };
+    println!("{verdict}");
+    ExitCode::SUCCESS
 }
 
 /// Prints one line per check; exits non-zero when any check fails.

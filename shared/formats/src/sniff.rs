@@ -70,7 +70,12 @@ pub fn looks_like_text(bytes: &[u8]) -> bool {
     if probe.is_empty() {
         return true;
     }
-    let controls = probe.iter().filter(|&&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c | 0x1b)).count();
+    // ISO-2022-KR shifts with SO/SI; with its designation escape those are text.
+    let iso_2022_kr = probe.windows(4).any(|w| w == b"\x1b$)C");
+    let probe_controls = |b: u8| {
+        b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c | 0x1b) && !(iso_2022_kr && (b == 0x0E || b == 0x0F))
+    };
+    let controls = probe.iter().filter(|&&b| probe_controls(b)).count();
     // A stray NUL or two (the seed strips them) is tolerated; a binary has far more.
     controls <= (probe.len() / 100).max(2)
 }

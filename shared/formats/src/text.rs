@@ -90,14 +90,108 @@ pub fn decode(bytes: &[u8], markup: Markup) -> Decoded {
         let (text, _) = encoding.decode_without_bom_handling(bytes);
         return Decoded { text: text.into_owned(), encoding: encoding.name() };
     }
+    // The 7-bit ISO-2022 encodings are valid ASCII, so they are told by their escapes
+    // before UTF-8 is tried.
+    if let Some(decoded) = iso_2022(bytes) {
+        return decoded;
+    }
     if let Ok(text) = std::str::from_utf8(bytes) {
         return Decoded { text: text.to_owned(), encoding: UTF_8.name() };
     }
     let mut detector = chardetng::EncodingDetector::new(chardetng::Iso2022JpDetection::Allow);
     detector.feed(bytes, true);
-    let encoding = detector.guess(None, chardetng::Utf8Detection::Allow);
+    let encoding = korean_if_japanese_guess_has_no_kana(bytes, detector.guess(None, chardetng::Utf8Detection::Allow));
     let (text, _) = encoding.decode_without_bom_handling(bytes);
-    Decoded { text: text.into_owned(), encoding: encoding.name() }
+    let text = if encoding == encoding_rs::EUC_KR { compose_eight_byte_hangul(&text) } else { text.into_owned() };
+    Decoded { text, encoding: encoding.name() }
+}
+
+/// KS X 1001 writes a syllable outside its 2,350 as the Hangul filler and three jamo (the
+/// "eight-byte" form); encoding_rs decodes those literally, so they are composed here.
+fn compose_eight_byte_hangul(text: &str) -> String {
+    const FILLER: char = '\u{3164}';
+    const INITIALS: &str = "ㄱㄲㄴㄷㄸㄹㅁㅂㅃㅅㅆㅇㅈㅉㅊㅋㅌㅍㅎ";
+    const FINALS: &str = "ㄱㄲㄳㄴㄵㄶㄷㄹㄺㄻㄼㄽㄾㄿㅀㅁㅂㅄㅅㅆㅇㅈㅊㅋㅌㅍㅎ";
+    if !text.contains(FILLER) {
+        return text.to_owned();
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] == FILLER && i + 3 < chars.len() {
+            let initial = INITIALS.chars().position(|c| c == chars[i + 1]);
+            let medial = ('\u{314F}'..='\u{3163}').contains(&chars[i + 2]).then(|| chars[i + 2] as u32 - 0x314F);
+            let last = if chars[i + 3] == FILLER {
+                Some(0)
+            } else {
+                FINALS.chars().position(|c| c == chars[i + 3]).map(|p| p + 1)
+            };
+            if let (Some(l), Some(v), Some(t)) = (initial, medial, last)
+                && let Some(syllable) = char::from_u32(0xAC00 + (l as u32 * 21 + v) * 28 + t as u32)
+            {
+                out.push(syllable);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(chars[i]);
+        i += 1;
+    }
+    out
+}
+
+/// chardetng reads short Korean EUC-KR text as EUC-JP. Japanese prose is kana for a good
+/// part (commonly half); a "Japanese" decoding under a fifth kana that is clean, mostly
+/// Hangul EUC-KR is Korean.
+fn korean_if_japanese_guess_has_no_kana(bytes: &[u8], guess: &'static Encoding) -> &'static Encoding {
+    if guess != encoding_rs::EUC_JP && guess != encoding_rs::SHIFT_JIS {
+        return guess;
+    }
+    let (as_japanese, _) = guess.decode_without_bom_handling(bytes);
+    let is_kana = |c: char| ('\u{3040}'..='\u{30FF}').contains(&c);
+    let non_ascii = as_japanese.chars().filter(|c| !c.is_ascii()).count().max(1);
+    if as_japanese.chars().filter(|c| is_kana(*c)).count() * 5 >= non_ascii {
+        return guess;
+    }
+    let (as_korean, had_errors) = encoding_rs::EUC_KR.decode_without_bom_handling(bytes);
+    let hangul = as_korean.chars().filter(|c| ('\u{AC00}'..='\u{D7A3}').contains(c)).count();
+    if !had_errors && hangul * 2 >= as_korean.chars().filter(|c| !c.is_ascii()).count() {
+        encoding_rs::EUC_KR
+    } else {
+        guess
+    }
+}
+
+/// ISO-2022-JP (decoded by encoding_rs) and ISO-2022-KR (which the Encoding Standard
+/// dropped: its shifted pairs are EUC-KR bytes less 0x80, so they are decoded as such).
+fn iso_2022(bytes: &[u8]) -> Option<Decoded> {
+    if !bytes.is_ascii() || !bytes.contains(&0x1B) {
+        return None;
+    }
+    if bytes.windows(4).any(|w| w == b"\x1b$)C") {
+        let mut euc = Vec::with_capacity(bytes.len());
+        let mut shifted = false;
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                0x1B if bytes[i..].starts_with(b"\x1b$)C") => i += 3,
+                0x0E => shifted = true,
+                0x0F => shifted = false,
+                b if shifted && (0x21..=0x7E).contains(&b) => euc.push(b | 0x80),
+                b => euc.push(b),
+            }
+            i += 1;
+        }
+        let (text, _) = encoding_rs::EUC_KR.decode_without_bom_handling(&euc);
+        return Some(Decoded { text: text.into_owned(), encoding: "ISO-2022-KR" });
+    }
+    let japanese = [&b"\x1b$B"[..], b"\x1b$@", b"\x1b(J", b"\x1b(I"];
+    if japanese.iter().any(|esc| bytes.windows(esc.len()).any(|w| w == *esc)) {
+        let (text, _) = encoding_rs::ISO_2022_JP.decode_without_bom_handling(bytes);
+        return Some(Decoded { text: text.into_owned(), encoding: "ISO-2022-JP" });
+    }
+    None
 }
 
 fn decode_unicode(bytes: &[u8], unicode: Unicode) -> Decoded {
