@@ -91,6 +91,7 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
                 _ => sheets::xlsx(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
             }),
         "xls" => sheets::xls(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
+        "msg" => crate::msg::msg(bytes, &mut budget),
         other => {
             Err(ReadError::Unreadable(format!("text extraction for .{other} files is not available in this version")))
         }

@@ -7,6 +7,8 @@
 pub mod budget;
 pub mod container;
 pub mod kinds;
+pub mod markup;
+pub mod msg;
 pub mod office;
 pub mod pdf;
 pub mod sheets;

@@ -31,16 +31,7 @@ const FORMAT_FOLDERS: &[&str] = &["calamine", "apache-poi", "cpython-testdata/cj
 
 /// Files whose verdict Sluice does not meet yet, each with the reason. The test fails when
 /// one of them starts to agree, so this list only ever shrinks.
-const KNOWN_GAPS: &[(&str, &str)] = &[
-    ("quick.msg", "Outlook .msg text extraction is not implemented yet"),
-    ("simple_test_msg.msg", "Outlook .msg text extraction is not implemented yet"),
-    ("cyrillic_message.msg", "Outlook .msg text extraction is not implemented yet"),
-    ("chinese-traditional.msg", "Outlook .msg text extraction is not implemented yet"),
-    ("ASCII_CP1251_LCID1049.msg", "Outlook .msg text extraction is not implemented yet"),
-    ("HTMLBodyBinary_CP1251.msg", "Outlook .msg text extraction is not implemented yet"),
-    ("attachment_msg_pdf.msg", "Outlook .msg text extraction is not implemented yet"),
-    ("blank.msg", "Outlook .msg text extraction is not implemented yet"),
-];
+const KNOWN_GAPS: &[(&str, &str)] = &[];
 
 /// Verdicts Sluice decides otherwise, on purpose.
 const POLICY: &[(&str, Outcome, &str)] = &[
