@@ -14,6 +14,8 @@ pub enum RefusalCode {
     ContentMismatch,
     /// Zero bytes.
     EmptyFile,
+    /// An image whose pixels cannot be decoded (a TIFF must be shown as PNG pages).
+    UndecodableImage,
     /// An office container breaking an archive safety rule; the code names the rule.
     UnsafeContainer(&'static str),
 }
@@ -25,6 +27,7 @@ impl RefusalCode {
             Self::DeclaredTypeMismatch => "declared_type_mismatch",
             Self::ContentMismatch => "content_mismatch",
             Self::EmptyFile => "empty_file",
+            Self::UndecodableImage => "undecodable_image",
             Self::UnsafeContainer(code) => code,
         }
     }

@@ -56,12 +56,24 @@ pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(20);
 pub fn extract(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Result<Extraction, Refusal> {
     let max_chars = options.max_chars;
     match kind.file_type {
-        FileType::Image => Ok(Extraction {
-            dimensions: imagesize::blob_size(bytes)
-                .ok()
-                .and_then(|s| Some((u32::try_from(s.width).ok()?, u32::try_from(s.height).ok()?))),
-            ..Extraction::default()
-        }),
+        FileType::Image => {
+            // A TIFF is shown to a model as PNG pages, so one that cannot be decoded is refused.
+            let pages = if kind.family == crate::kinds::Family::Tiff {
+                let deadline = std::time::Instant::now() + options.time_limit;
+                let pages = crate::tiff_pages::check(bytes, deadline)
+                    .map_err(|message| Refusal { code: RefusalCode::UndecodableImage, message })?;
+                Some(pages)
+            } else {
+                None
+            };
+            Ok(Extraction {
+                dimensions: imagesize::blob_size(bytes)
+                    .ok()
+                    .and_then(|s| Some((u32::try_from(s.width).ok()?, u32::try_from(s.height).ok()?))),
+                pages,
+                ..Extraction::default()
+            })
+        }
         FileType::Text => {
             let markup = match kind.extension {
                 "xml" => Markup::Xml,

@@ -6,6 +6,8 @@
 
 pub mod budget;
 pub mod container;
+#[cfg(feature = "fixtures")]
+pub mod fixtures;
 pub mod kinds;
 pub mod markup;
 pub mod msg;
@@ -14,6 +16,7 @@ pub mod pdf;
 pub mod sheets;
 pub mod sniff;
 pub mod text;
+pub mod tiff_pages;
 pub mod xml;
 
 mod check;

@@ -54,6 +54,10 @@ pub fn sniff(bytes: &[u8]) -> Sniffed {
             None => Sniffed::Other(found.mime_type()),
         };
     }
+    // BigTIFF (version 43) is a TIFF that infer does not know.
+    if bytes.starts_with(b"II\x2b\0") || bytes.starts_with(b"MM\0\x2b") {
+        return Sniffed::Family(Family::Tiff);
+    }
     if bytes.starts_with(&[0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1]) {
         return Sniffed::Family(Family::Cfb);
     }

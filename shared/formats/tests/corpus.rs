@@ -160,3 +160,42 @@ fn cjk_texts_decode_to_their_utf8_truth() {
     }
     assert!(wrong.is_empty(), "decoded text differs from the truth for: {wrong:?} ({matched} matched)");
 }
+
+/// TIFF files whose verdict Sluice does not meet, with the reason; the test fails when one
+/// starts to agree, so the list only shrinks.
+const TIFF_GAPS: &[(&str, &str)] = &[
+    ("valid/big_g4.tif", "tiff 0.11.3 refuses this 1x65537 Group 4 strip layout ('size limits exceeded')"),
+    (
+        "fuzz_images/oor_panic/id=000026.sig=06.src=000012.op=havoc.rep=2",
+        "tiff 0.11.3 decodes every page of it without error, so nothing marks it unsafe",
+    ),
+];
+
+#[test]
+fn tiff_images_decode_or_are_refused_as_the_manifest_says() {
+    let dir = corpus_dir().join("image-tiff");
+    let mut files = Vec::new();
+    walk(&dir, &mut files);
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    // The fuzzer's outputs carry no extension; they are uploaded as `.tiff`.
+    for path in files.iter().filter(|p| p.file_name().is_some_and(|n| n != "MANIFEST.txt" && n != ".renames")) {
+        let relative = path.strip_prefix(&dir).expect("inside").to_string_lossy().into_owned();
+        let expected = if relative.starts_with("valid/") { Outcome::Accepted } else { Outcome::Refused };
+        let bytes = std::fs::read(path).expect("read");
+        let name = if relative.starts_with("valid/") { relative.clone() } else { format!("{relative}.tiff") };
+        let started = Instant::now();
+        let (found, _) = outcome(&name, &bytes);
+        assert!(started.elapsed() < Duration::from_secs(10), "{relative} took {:?}", started.elapsed());
+        checked += 1;
+        let gap = TIFF_GAPS.iter().any(|(f, _)| *f == relative);
+        if (found == expected) == gap {
+            wrong.push(format!(
+                "{relative}: expected {expected:?}, got {found:?}{}",
+                if gap { " (a listed gap: remove it)" } else { "" }
+            ));
+        }
+    }
+    assert!(checked > 50, "only {checked} TIFF files");
+    assert!(wrong.is_empty(), "{} TIFF verdicts differ:\n{}", wrong.len(), wrong.join("\n"));
+}

@@ -1,18 +1,8 @@
 //! Office documents, spreadsheets and PDFs built in code (benign and hostile), through the
 //! same check and extraction the upload path runs.
 
+use sluice_formats::fixtures::{W, docx, pdf, xlsx, zip};
 use sluice_formats::{ExtractOptions, Extraction, Refusal, check_upload, extract};
-use std::io::Write;
-
-fn zip(parts: &[(&str, &str)]) -> Vec<u8> {
-    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
-    for (name, body) in parts {
-        writer.start_file(*name, options).expect("start");
-        writer.write_all(body.as_bytes()).expect("write");
-    }
-    writer.finish().expect("finish").into_inner()
-}
 
 fn run(name: &str, bytes: &[u8]) -> Result<Extraction, Refusal> {
     run_with(name, bytes, ExtractOptions::new(200_000))
@@ -26,17 +16,6 @@ fn run_with(name: &str, bytes: &[u8], options: ExtractOptions) -> Result<Extract
 fn text(name: &str, bytes: &[u8]) -> String {
     let extraction = run(name, bytes).unwrap_or_else(|r| panic!("{name} refused: {r:?}"));
     extraction.text.unwrap_or_else(|| panic!("{name} has no text: {:?}", extraction.unreadable))
-}
-
-const W: &str = r#"xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main""#;
-
-fn docx(body: &str) -> Vec<u8> {
-    zip(&[
-        ("[Content_Types].xml", "<Types/>"),
-        ("word/document.xml", &format!("<w:document {W}><w:body>{body}</w:body></w:document>")),
-        ("word/header1.xml", &format!("<w:hdr {W}><w:p><w:r><w:t>Quarterly header</w:t></w:r></w:p></w:hdr>")),
-        ("word/footer1.xml", &format!("<w:ftr {W}><w:p><w:r><w:t>Page footer</w:t></w:r></w:p></w:ftr>")),
-    ])
 }
 
 #[test]
@@ -130,33 +109,6 @@ fn ods_sheets_are_named_and_a_billion_row_declaration_costs_nothing() {
     assert_eq!(extraction.cells, Some(4));
 }
 
-fn xlsx(sheet_xml: &str) -> Vec<u8> {
-    zip(&[
-        (
-            "[Content_Types].xml",
-            r#"<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/><Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/></Types>"#,
-        ),
-        (
-            "_rels/.rels",
-            r#"<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="xl/workbook.xml"/></Relationships>"#,
-        ),
-        (
-            "xl/workbook.xml",
-            r#"<workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"><sheets><sheet name="Data" sheetId="1" r:id="rId1"/></sheets></workbook>"#,
-        ),
-        (
-            "xl/_rels/workbook.xml.rels",
-            r#"<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/></Relationships>"#,
-        ),
-        (
-            "xl/worksheets/sheet1.xml",
-            &format!(
-                r#"<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><dimension ref="A1:XFD1048576"/><sheetData>{sheet_xml}</sheetData></worksheet>"#
-            ),
-        ),
-    ])
-}
-
 #[test]
 fn xlsx_rows_are_streamed_tab_separated() {
     let rows = r#"<row r="1"><c r="A1" t="inlineStr"><is><t>name</t></is></c><c r="C1" t="inlineStr"><is><t>qty</t></is></c></row><row r="3"><c r="A3" t="inlineStr"><is><t>bolt</t></is></c><c r="C3"><v>12</v></c></row>"#;
@@ -233,43 +185,6 @@ fn truncated_documents_are_unreadable_not_errors() {
     }
     let extraction = run("bad.xlsx", b"PK\x03\x04 this is not really a zip").expect("accepted");
     assert!(extraction.unreadable.is_some());
-}
-
-/// A PDF with one page of Helvetica text per entry of `pages`, with a correct xref table.
-fn pdf(pages: &[&str]) -> Vec<u8> {
-    let mut objects: Vec<String> = Vec::new();
-    let page_ids: Vec<usize> = (0..pages.len()).map(|i| 4 + 2 * i).collect();
-    objects.push("<< /Type /Catalog /Pages 2 0 R >>".to_owned());
-    let kids: Vec<String> = page_ids.iter().map(|id| format!("{id} 0 R")).collect();
-    objects.push(format!("<< /Type /Pages /Kids [{}] /Count {} >>", kids.join(" "), pages.len()));
-    objects.push("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_owned());
-    for (i, text) in pages.iter().enumerate() {
-        let content_id = page_ids[i] + 1;
-        objects.push(format!(
-            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents {content_id} 0 R >>"
-        ));
-        let lines: String = text
-            .lines()
-            .enumerate()
-            .map(|(n, l)| format!("BT /F1 12 Tf 72 {} Td ({l}) Tj ET\n", 720 - 16 * n))
-            .collect();
-        objects.push(format!("<< /Length {} >>\nstream\n{lines}endstream", lines.len()));
-    }
-    let mut out = b"%PDF-1.4\n".to_vec();
-    let mut offsets = Vec::new();
-    for (i, object) in objects.iter().enumerate() {
-        offsets.push(out.len());
-        out.extend_from_slice(format!("{} 0 obj\n{object}\nendobj\n", i + 1).as_bytes());
-    }
-    let xref = out.len();
-    out.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
-    for offset in offsets {
-        out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
-    }
-    out.extend_from_slice(
-        format!("trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1).as_bytes(),
-    );
-    out
 }
 
 fn require_pdfium() {

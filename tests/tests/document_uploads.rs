@@ -1,0 +1,107 @@
+//! Documents through the upload API on the running stack: their text and preview come back
+//! from the same parsers `sluice parse` runs; unsafe containers are refused and leave
+//! nothing behind.
+
+use serde_json::Value;
+use sluice_e2e::{Stack, User, file_form};
+use sluice_formats::fixtures::{docx, pdf, xlsx, zip};
+
+async fn upload(stack: &Stack, user: &User, name: &str, bytes: Vec<u8>) -> (u16, Value) {
+    let response = stack
+        .http
+        .post(stack.url("/files/upload"))
+        .header("authorization", user.bearer())
+        .multipart(file_form(name, Some("application/octet-stream"), bytes))
+        .send()
+        .await
+        .expect("upload");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("json"))
+}
+
+async fn text(stack: &Stack, user: &User, id: &str) -> String {
+    let response = stack
+        .http
+        .get(stack.url(&format!("/files/{id}/text")))
+        .header("authorization", user.bearer())
+        .send()
+        .await
+        .expect("text");
+    assert_eq!(response.status().as_u16(), 200);
+    response.text().await.expect("body")
+}
+
+#[tokio::test]
+async fn pdf_docx_and_xlsx_answer_their_preview_and_text() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let cases = [
+        (
+            "report.pdf",
+            pdf(&["Annual report 2026", "Revenue by region"]),
+            "pdf",
+            "Annual report 2026\n\nRevenue by region",
+        ),
+        (
+            "memo.docx",
+            docx("<w:p><w:r><w:t>Memo body</w:t></w:r></w:p>"),
+            "docx",
+            "Quarterly header\nMemo body\nPage footer",
+        ),
+        (
+            "stock.xlsx",
+            xlsx(r#"<row r="1"><c r="A1" t="inlineStr"><is><t>item</t></is></c><c r="B1"><v>7</v></c></row>"#),
+            "spreadsheet",
+            "Sheet: Data\nitem\t7",
+        ),
+    ];
+    for (name, bytes, file_type, preview) in cases {
+        let (status, body) = upload(&stack, &user, name, bytes).await;
+        assert_eq!(status, 201, "{name}: {body}");
+        assert_eq!(body["file_type"], file_type, "{name}");
+        assert_eq!(body["preview"], preview, "{name}");
+        let id = body["id"].as_str().expect("id");
+        assert!(text(&stack, &user, id).await.starts_with(preview), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn an_office_file_with_an_entity_declaration_is_refused_and_leaves_nothing() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let bomb = zip(&[
+        ("[Content_Types].xml", "<Types/>"),
+        (
+            "word/document.xml",
+            "<!DOCTYPE d [<!ENTITY a \"aaaa\">]><w:document><w:body><w:p><w:r><w:t>&a;</w:t></w:r></w:p></w:body></w:document>",
+        ),
+    ]);
+    let (status, body) = upload(&stack, &user, "bomb.docx", bomb).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["details"]["reason"], "xml_doctype");
+    assert!(body["error"]["details"]["fields"]["file"].is_string());
+    assert!(stack.keys_under(&format!("media/{}/", user.id)).await.is_empty());
+    let db = stack.db().await;
+    let rows: i64 =
+        db.query_one("SELECT count(*) FROM chat_files WHERE user_id = $1", &[&user.id]).await.expect("count").get(0);
+    assert_eq!(rows, 0);
+}
+
+#[tokio::test]
+async fn an_unreadable_document_is_stored_with_no_preview_and_no_text() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let broken = pdf(&["whatever"])[..40].to_vec();
+    let (status, body) = upload(&stack, &user, "broken.pdf", broken).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["preview"], Value::Null);
+    let id = body["id"].as_str().expect("id");
+    let response = stack
+        .http
+        .get(stack.url(&format!("/files/{id}/text")))
+        .header("authorization", user.bearer())
+        .send()
+        .await
+        .expect("text");
+    assert_eq!(response.status().as_u16(), 404);
+}
