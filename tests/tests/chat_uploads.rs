@@ -132,7 +132,7 @@ async fn the_stored_mime_is_canonical_and_images_have_no_preview() {
     assert_eq!(body["file_type"], "image");
     assert_eq!(body["preview"], Value::Null);
     assert_eq!((body["ref"]["width"].as_u64(), body["ref"]["height"].as_u64()), (Some(640), Some(480)));
-    let tiff = b"II*\0\x08\0\0\0\x01\0\0\x01\x03\0\x01\0\0\0\x40\0\0\0".to_vec();
+    let tiff = sluice_formats::fixtures::tiff(&[(8, 8)]);
     let (status, body) = upload(&stack, &user, "scan.tiff", Some("application/octet-stream"), tiff).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["mime_type"], "image/tiff");

@@ -105,3 +105,42 @@ async fn an_unreadable_document_is_stored_with_no_preview_and_no_text() {
         .expect("text");
     assert_eq!(response.status().as_u16(), 404);
 }
+
+#[tokio::test]
+async fn tiff_pages_are_served_as_png_up_to_the_cap_and_only_to_the_owner() {
+    let stack = Stack::from_env().await;
+    let (owner, stranger) = (User::new(), User::new());
+    let pages: Vec<(u32, u32)> = (1..=7).map(|i| (20 + i, 10 + i)).collect();
+    let (status, body) = upload(&stack, &owner, "fax.tiff", sluice_formats::fixtures::tiff(&pages)).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["mime_type"], "image/tiff");
+    let id = body["id"].as_str().expect("id");
+    let get = |user: &User, n: u32| {
+        stack.http.get(stack.url(&format!("/files/{id}/pages/{n}"))).header("authorization", user.bearer()).send()
+    };
+    for n in [1u32, 5] {
+        let response = get(&owner, n).await.expect("page");
+        assert_eq!(response.status().as_u16(), 200, "page {n}");
+        assert_eq!(response.headers()["content-type"], "image/png");
+        let png = response.bytes().await.expect("png");
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
+        let width = u32::from_be_bytes([png[16], png[17], png[18], png[19]]);
+        assert_eq!(width, 20 + n, "page {n} is the right page");
+    }
+    for n in [0u32, 6, 8] {
+        assert_eq!(get(&owner, n).await.expect("page").status().as_u16(), 404, "page {n} is past the cap");
+    }
+    assert_eq!(get(&stranger, 1).await.expect("page").status().as_u16(), 404);
+}
+
+#[tokio::test]
+async fn an_undecodable_tiff_is_refused_and_leaves_nothing() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let mut broken = sluice_formats::fixtures::tiff(&[(64, 64)]);
+    broken.truncate(200);
+    let (status, body) = upload(&stack, &user, "scan.tif", broken).await;
+    assert_eq!(status, 415, "{body}");
+    assert_eq!(body["error"]["details"]["reason"], "undecodable_image");
+    assert!(stack.keys_under(&format!("media/{}/", user.id)).await.is_empty());
+}

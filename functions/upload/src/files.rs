@@ -168,6 +168,30 @@ pub async fn text(state: &AppState, caller: &Caller, id: Uuid) -> Result<Respons
         .unwrap_or_else(|_| Response::new(Body::Empty)))
 }
 
+/// `GET /files/{id}/pages/{n}`: page `n` (from 1) of a TIFF as PNG, for the chat runner,
+/// up to `CHAT_TIFF_MAX_INLINE_PAGES`. Anything else (not a TIFF, past the cap or the last
+/// page) is the plain 404.
+pub async fn page(state: &AppState, caller: &Caller, id: Uuid, n: u32) -> Result<Response<Body>, UploadError> {
+    let file = owned_file(state, caller, id).await?;
+    if file.mime_type != "image/tiff" || file.status != "ready" || n == 0 || n > state.config.chat_tiff_max_inline_pages
+    {
+        return Err(UploadError::NotFound("page"));
+    }
+    let bytes = state.blob.get(&file.storage_path, state.config.max_upload_bytes).await?;
+    let png = state
+        .pool
+        .run(move || sluice_formats::tiff_pages::page_png(&bytes, n - 1))
+        .await
+        .map_err(|_| UploadError::Blocking)?
+        .map_err(|_| UploadError::NotFound("page"))?;
+    Ok(Response::builder()
+        .status(200)
+        .header("content-type", "image/png")
+        .header("cache-control", "private, max-age=300")
+        .body(Body::Binary(png))
+        .unwrap_or_else(|_| Response::new(Body::Empty)))
+}
+
 /// `DELETE /files/{id}`: the row goes first, then the object; the row is restored when
 /// the object cannot be removed.
 pub async fn delete(state: &AppState, caller: &Caller, id: Uuid) -> Result<Response<Body>, UploadError> {

@@ -48,6 +48,7 @@ enum Route {
     File(Uuid),
     FileContent(Uuid),
     FileText(Uuid),
+    FilePage(Uuid, u32),
     DeleteFile(Uuid),
     LinkAttachments(String),
     /// A file route naming an id that cannot exist: answered like an absent file.
@@ -63,6 +64,10 @@ fn route(method: &str, path: &str) -> Option<Route> {
         ("GET", ["files", id]) => file_id(id).map_or(Route::NoSuchFile, Route::File),
         ("GET", ["files", id, "content"]) => file_id(id).map_or(Route::NoSuchFile, Route::FileContent),
         ("GET", ["files", id, "text"]) => file_id(id).map_or(Route::NoSuchFile, Route::FileText),
+        ("GET", ["files", id, "pages", n]) => match (file_id(id), n.parse::<u32>()) {
+            (Some(id), Ok(n)) => Route::FilePage(id, n),
+            _ => Route::NoSuchFile,
+        },
         ("DELETE", ["files", id]) => file_id(id).map_or(Route::NoSuchFile, Route::DeleteFile),
         ("POST", ["messages", message_id, "attachments"]) => Route::LinkAttachments((*message_id).to_owned()),
         _ => return None,
@@ -80,6 +85,7 @@ pub async fn handle(state: &AppState, request: Request) -> Response<Body> {
             Route::File(id) => files::get(state, &caller, id).await,
             Route::FileContent(id) => files::content(state, &caller, id).await,
             Route::FileText(id) => files::text(state, &caller, id).await,
+            Route::FilePage(id, n) => files::page(state, &caller, id, n).await,
             Route::DeleteFile(id) => files::delete(state, &caller, id).await,
             Route::LinkAttachments(message_id) => files::link(state, &caller, &message_id, &request).await,
             Route::NoSuchFile => Err(UploadError::NotFound("file")),
@@ -101,6 +107,8 @@ mod tests {
         assert_eq!(route("GET", &format!("/api/v1/files/{id}/content")), Some(Route::FileContent(id)));
         assert_eq!(route("DELETE", &format!("/api/v1/files/{id}/")), Some(Route::DeleteFile(id)));
         assert_eq!(route("GET", "/api/v1/files/not-a-uuid"), Some(Route::NoSuchFile));
+        assert_eq!(route("GET", &format!("/api/v1/files/{id}/pages/2")), Some(Route::FilePage(id, 2)));
+        assert_eq!(route("GET", &format!("/api/v1/files/{id}/pages/x")), Some(Route::NoSuchFile));
         assert_eq!(route("PUT", "/api/v1/files/upload"), None);
         assert_eq!(route("GET", "/files/upload"), None);
     }

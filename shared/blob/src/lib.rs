@@ -15,6 +15,8 @@ pub enum BlobError {
     Request { operation: &'static str, source: Box<dyn std::error::Error + Send + Sync> },
     #[error("presigning failed: {0}")]
     Presign(String),
+    #[error("the object is larger than {max_bytes} bytes")]
+    TooLarge { max_bytes: u64 },
 }
 
 impl BlobError {
@@ -105,6 +107,30 @@ impl Blob {
             .await
             .map_err(|e| BlobError::request("PutObject", e))?;
         Ok(())
+    }
+
+    /// An object's bytes, refused past `max_bytes` (never read whole when too large).
+    pub async fn get(&self, key: &str, max_bytes: u64) -> Result<bytes::Bytes, BlobError> {
+        let object = self
+            .s3
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| BlobError::request("GetObject", e))?;
+        if object.content_length().is_some_and(|len| len as u64 > max_bytes) {
+            return Err(BlobError::TooLarge { max_bytes });
+        }
+        let mut body = object.body;
+        let mut out = bytes::BytesMut::new();
+        while let Some(chunk) = body.try_next().await.map_err(|e| BlobError::request("GetObject", e))? {
+            if (out.len() + chunk.len()) as u64 > max_bytes {
+                return Err(BlobError::TooLarge { max_bytes });
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(out.freeze())
     }
 
     /// Deletes an object; deleting one that is already gone succeeds.

@@ -20,6 +20,8 @@ pub struct Config {
     pub file_io_max_workers: usize,
     /// How long a presigned download link lives.
     pub download_url_ttl_secs: u64,
+    /// `CHAT_TIFF_MAX_INLINE_PAGES`: how many TIFF pages are served as PNG.
+    pub chat_tiff_max_inline_pages: u32,
 }
 
 /// The multipart framing allowed on top of the larger upload ceiling.
@@ -61,6 +63,7 @@ impl Config {
             parsed_text_max_chars: number("CHAT_PARSED_TEXT_MAX_CHARS", DEFAULT_PARSED_TEXT_MAX_CHARS as u64)? as usize,
             file_io_max_workers: number("FILE_IO_MAX_WORKERS", 4)?.max(1) as usize,
             download_url_ttl_secs: number("SLUICE_DOWNLOAD_URL_TTL_SECS", 300)?,
+            chat_tiff_max_inline_pages: number("CHAT_TIFF_MAX_INLINE_PAGES", 5)?.min(1000) as u32,
         })
     }
 

@@ -91,3 +91,14 @@ pub fn pdf(pages: &[&str]) -> Vec<u8> {
     );
     out
 }
+
+/// A multi-page 8-bit grayscale TIFF, one page per `(width, height)`.
+pub fn tiff(pages: &[(u32, u32)]) -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    let mut encoder = tiff::encoder::TiffEncoder::new(&mut out).expect("tiff encoder");
+    for (index, (width, height)) in pages.iter().enumerate() {
+        let pixels: Vec<u8> = (0..width * height).map(|i| ((i as usize + index * 40) % 256) as u8).collect();
+        encoder.write_image::<tiff::encoder::colortype::Gray8>(*width, *height, &pixels).expect("tiff page");
+    }
+    out.into_inner()
+}
