@@ -104,6 +104,7 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
             }),
         "xls" => sheets::xls(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
         "msg" => crate::msg::msg(bytes, &mut budget),
+        "doc" => crate::doc::doc(bytes, &mut budget, options.time_limit),
         other => {
             Err(ReadError::Unreadable(format!("text extraction for .{other} files is not available in this version")))
         }

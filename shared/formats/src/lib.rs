@@ -6,6 +6,7 @@
 
 pub mod budget;
 pub mod container;
+pub mod doc;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
 pub mod kinds;
