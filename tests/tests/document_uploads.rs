@@ -19,14 +19,13 @@ async fn upload(stack: &Stack, user: &User, name: &str, bytes: Vec<u8>) -> (u16,
     (status, response.json().await.expect("json"))
 }
 
+async fn text_response(stack: &Stack, user: &User, id: &str) -> reqwest::Response {
+    let request = stack.http.get(stack.url(&format!("/files/{id}/text"))).header("authorization", user.bearer());
+    request.send().await.expect("text")
+}
+
 async fn text(stack: &Stack, user: &User, id: &str) -> String {
-    let response = stack
-        .http
-        .get(stack.url(&format!("/files/{id}/text")))
-        .header("authorization", user.bearer())
-        .send()
-        .await
-        .expect("text");
+    let response = text_response(stack, user, id).await;
     assert_eq!(response.status().as_u16(), 200);
     response.text().await.expect("body")
 }
@@ -96,14 +95,7 @@ async fn an_unreadable_document_is_stored_with_no_preview_and_no_text() {
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["preview"], Value::Null);
     let id = body["id"].as_str().expect("id");
-    let response = stack
-        .http
-        .get(stack.url(&format!("/files/{id}/text")))
-        .header("authorization", user.bearer())
-        .send()
-        .await
-        .expect("text");
-    assert_eq!(response.status().as_u16(), 404);
+    assert_eq!(text_response(&stack, &user, id).await.status().as_u16(), 404);
 }
 
 #[tokio::test]

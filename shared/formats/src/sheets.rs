@@ -77,6 +77,15 @@ fn data_text(value: &Data) -> String {
     }
 }
 
+/// What one sheet's read means for the workbook: `None` to go on, else the answer.
+fn after_sheet(result: Result<bool, Stop>, stats: SheetStats) -> Option<Result<SheetStats, ReadError>> {
+    match result {
+        Ok(false) => None,
+        Ok(true) | Err(Stop::Budget) => Some(Ok(stats)),
+        Err(Stop::Time) => Some(Err(ReadError::Time)),
+    }
+}
+
 /// XLSX and XLSM, streamed cell by cell. The container was checked before (limits,
 /// duplicate parts, DOCTYPEs), so calamine only ever sees a safe zip.
 pub fn xlsx(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadError> {
@@ -118,10 +127,8 @@ pub fn xlsx(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadErr
             write_row(budget, &mut row)?;
             Ok(false)
         })();
-        match result {
-            Ok(false) => {}
-            Ok(true) | Err(Stop::Budget) => return Ok(stats),
-            Err(Stop::Time) => return Err(ReadError::Time),
+        if let Some(done) = after_sheet(result, stats) {
+            return done;
         }
     }
     Ok(stats)
@@ -154,10 +161,8 @@ pub fn xls(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadErro
             }
             Ok(false)
         })();
-        match result {
-            Ok(false) => {}
-            Ok(true) | Err(Stop::Budget) => return Ok(stats),
-            Err(Stop::Time) => return Err(ReadError::Time),
+        if let Some(done) = after_sheet(result, stats) {
+            return done;
         }
     }
     Ok(stats)
