@@ -134,8 +134,12 @@ pub fn xlsx(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadErr
     Ok(stats)
 }
 
-/// Legacy XLS (BIFF), whole sheets at a time (a file at most the upload size).
+/// Legacy XLS (BIFF), whole sheets at a time (a file at most the upload size). The
+/// compound file is first read through the `cfb` crate, which refuses looping or
+/// out-of-range sector chains that calamine's own reader would follow without end (found
+/// by fuzzing: a cyclic chain grew one allocation past 2 GiB).
 pub fn xls(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadError> {
+    check_compound_file(bytes)?;
     let mut workbook: Xls<_> =
         Xls::new(Cursor::new(bytes)).map_err(|e| ReadError::Unreadable(format!("not a readable workbook: {e}")))?;
     let mut stats = SheetStats::default();
@@ -281,4 +285,34 @@ pub fn ods(container: &mut Container<'_>, budget: &mut TextBudget) -> Result<She
         Ok(()) | Err(WalkStop::Budget) => Ok(stats),
         Err(WalkStop::Read(error)) => Err(error),
     }
+}
+
+/// Opens a compound file and reads every stream, each capped at the file's own size (no
+/// stream can be longer than the file that holds it). `Unreadable` on any inconsistency.
+pub fn check_compound_file(bytes: &[u8]) -> Result<(), ReadError> {
+    use std::io::Read;
+    let unreadable = |e: std::io::Error| ReadError::Unreadable(format!("not a readable compound file: {e}"));
+    let mut file = cfb::CompoundFile::open(Cursor::new(bytes)).map_err(unreadable)?;
+    let streams: Vec<std::path::PathBuf> =
+        file.walk().filter(|e| e.is_stream()).map(|e| e.path().to_path_buf()).take(10_000).collect();
+    let limit = bytes.len() as u64;
+    let mut sink = [0u8; 64 * 1024];
+    for path in streams {
+        let mut stream = file.open_stream(&path).map_err(unreadable)?;
+        if stream.len() > limit {
+            return Err(ReadError::Unreadable("a stream claims to be larger than the file".to_owned()));
+        }
+        let mut read: u64 = 0;
+        loop {
+            let n = stream.read(&mut sink).map_err(unreadable)?;
+            if n == 0 {
+                break;
+            }
+            read += n as u64;
+            if read > limit {
+                return Err(ReadError::Unreadable("a stream reads past the size of the file".to_owned()));
+            }
+        }
+    }
+    Ok(())
 }
