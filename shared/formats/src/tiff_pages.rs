@@ -13,6 +13,12 @@ const MAX_PAGE_BYTES: usize = 96 << 20;
 /// Pages counted before giving up on counting (the rest are never converted anyway).
 const MAX_PAGES_COUNTED: u32 = 1000;
 
+/// Runs decoder work, turning a panic of the decoder into an error.
+fn guarded<T>(work: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+        .unwrap_or_else(|_| Err("the decoder failed on this file".to_owned()))
+}
+
 fn decoder(bytes: &[u8]) -> Result<Decoder<Cursor<&[u8]>>, String> {
     let mut limits = Limits::default();
     limits.decoding_buffer_size = MAX_PAGE_BYTES;
@@ -24,6 +30,10 @@ fn decoder(bytes: &[u8]) -> Result<Decoder<Cursor<&[u8]>>, String> {
 /// Decodes every page (proving the file can be shown: a page that fails later would fail
 /// in front of the model) and counts them. Past `MAX_PAGES_COUNTED` the file is refused.
 pub fn check(bytes: &[u8], deadline: std::time::Instant) -> Result<u32, String> {
+    guarded(|| check_pages(bytes, deadline))
+}
+
+fn check_pages(bytes: &[u8], deadline: std::time::Instant) -> Result<u32, String> {
     let mut decoder = decoder(bytes)?;
     let mut pages = 1;
     loop {
@@ -44,6 +54,10 @@ pub fn check(bytes: &[u8], deadline: std::time::Instant) -> Result<u32, String> 
 
 /// Page `index` (0-based) as a PNG.
 pub fn page_png(bytes: &[u8], index: u32) -> Result<Vec<u8>, String> {
+    guarded(|| convert_page(bytes, index))
+}
+
+fn convert_page(bytes: &[u8], index: u32) -> Result<Vec<u8>, String> {
     let mut decoder = decoder(bytes)?;
     for page in 0..index {
         if !decoder.more_images() {
