@@ -139,7 +139,8 @@ pub fn xlsx(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadErr
 /// out-of-range sector chains that calamine's own reader would follow without end (found
 /// by fuzzing: a cyclic chain grew one allocation past 2 GiB).
 pub fn xls(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadError> {
-    check_compound_file(bytes)?;
+    let workbook_stream = check_compound_file(bytes)?;
+    check_biff_cell_span(&workbook_stream)?;
     let mut workbook: Xls<_> =
         Xls::new(Cursor::new(bytes)).map_err(|e| ReadError::Unreadable(format!("not a readable workbook: {e}")))?;
     let mut stats = SheetStats::default();
@@ -287,9 +288,60 @@ pub fn ods(container: &mut Container<'_>, budget: &mut TextBudget) -> Result<She
     }
 }
 
+/// The largest cell range one XLS sheet may span: calamine allocates the whole rectangle
+/// between its first and last cell (32 bytes a cell), so a sheet with cells at opposite
+/// corners costs the area, not the cells. Fuzzing found one asking for 24 GB.
+const MAX_XLS_SPAN_CELLS: u64 = 4_000_000;
+
+/// Walks the BIFF records of the workbook stream and refuses a sheet whose cells span more
+/// than `MAX_XLS_SPAN_CELLS` or a multi-cell record whose columns run backwards.
+fn check_biff_cell_span(stream: &[u8]) -> Result<(), ReadError> {
+    let too_wide = || ReadError::Unreadable("a sheet's cells span a range too large to read".to_owned());
+    let u16_at = |data: &[u8], at: usize| data.get(at..at + 2).map(|b| u32::from(u16::from_le_bytes([b[0], b[1]])));
+    let mut span: Option<(u32, u32, u32, u32)> = None;
+    let mut at = 0;
+    while at + 4 <= stream.len() {
+        let kind = u16::from_le_bytes([stream[at], stream[at + 1]]);
+        let len = usize::from(u16::from_le_bytes([stream[at + 2], stream[at + 3]]));
+        let data = stream.get(at + 4..(at + 4 + len).min(stream.len())).unwrap_or_default();
+        at += 4 + len;
+        let cells: Option<(u32, u32, u32)> = match kind {
+            // BOF starts a sheet: its span starts afresh.
+            0x0809 => {
+                span = None;
+                None
+            }
+            // NUMBER, LABELSST, RK, BLANK, FORMULA, LABEL, BOOLERR, RSTRING: one cell.
+            0x0203 | 0x00FD | 0x027E | 0x0201 | 0x0006 | 0x0204 | 0x0205 | 0x00D6 => {
+                u16_at(data, 0).zip(u16_at(data, 2)).map(|(row, col)| (row, col, col))
+            }
+            // MULRK, MULBLANK: a row of cells, last column in the final two bytes.
+            0x00BD | 0x00BE if data.len() >= 6 => {
+                let last = u16_at(data, data.len() - 2);
+                match (u16_at(data, 0), u16_at(data, 2), last) {
+                    (Some(row), Some(first), Some(last)) if last >= first => Some((row, first, last)),
+                    _ => return Err(ReadError::Unreadable("a multi-cell record runs backwards".to_owned())),
+                }
+            }
+            _ => None,
+        };
+        if let Some((row, first, last)) = cells {
+            let (r0, r1, c0, c1) = span.unwrap_or((row, row, first, last));
+            let next = (r0.min(row), r1.max(row), c0.min(first), c1.max(last));
+            let area = u64::from(next.1 - next.0 + 1) * u64::from(next.3 - next.2 + 1);
+            if area > MAX_XLS_SPAN_CELLS {
+                return Err(too_wide());
+            }
+            span = Some(next);
+        }
+    }
+    Ok(())
+}
+
 /// Opens a compound file and reads every stream, each capped at the file's own size (no
-/// stream can be longer than the file that holds it). `Unreadable` on any inconsistency.
-pub fn check_compound_file(bytes: &[u8]) -> Result<(), ReadError> {
+/// stream can be longer than the file that holds it), returning the workbook stream.
+/// `Unreadable` on any inconsistency.
+pub fn check_compound_file(bytes: &[u8]) -> Result<Vec<u8>, ReadError> {
     use std::io::Read;
     let unreadable = |e: std::io::Error| ReadError::Unreadable(format!("not a readable compound file: {e}"));
     let mut file = cfb::CompoundFile::open(Cursor::new(bytes)).map_err(unreadable)?;
@@ -297,7 +349,9 @@ pub fn check_compound_file(bytes: &[u8]) -> Result<(), ReadError> {
         file.walk().filter(|e| e.is_stream()).map(|e| e.path().to_path_buf()).take(10_000).collect();
     let limit = bytes.len() as u64;
     let mut sink = [0u8; 64 * 1024];
+    let mut workbook = Vec::new();
     for path in streams {
+        let is_workbook = path.file_name().is_some_and(|n| n == "Workbook" || n == "Book");
         let mut stream = file.open_stream(&path).map_err(unreadable)?;
         if stream.len() > limit {
             return Err(ReadError::Unreadable("a stream claims to be larger than the file".to_owned()));
@@ -312,7 +366,10 @@ pub fn check_compound_file(bytes: &[u8]) -> Result<(), ReadError> {
             if read > limit {
                 return Err(ReadError::Unreadable("a stream reads past the size of the file".to_owned()));
             }
+            if is_workbook {
+                workbook.extend_from_slice(&sink[..n]);
+            }
         }
     }
-    Ok(())
+    Ok(workbook)
 }
