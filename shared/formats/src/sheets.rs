@@ -373,3 +373,52 @@ pub fn check_compound_file(bytes: &[u8]) -> Result<Vec<u8>, ReadError> {
     }
     Ok(workbook)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(kind: u16, data: &[u8]) -> Vec<u8> {
+        let mut out = kind.to_le_bytes().to_vec();
+        out.extend_from_slice(&(data.len() as u16).to_le_bytes());
+        out.extend_from_slice(data);
+        out
+    }
+
+    fn number(row: u16, col: u16) -> Vec<u8> {
+        let mut data = row.to_le_bytes().to_vec();
+        data.extend_from_slice(&col.to_le_bytes());
+        data.extend_from_slice(&[0; 10]);
+        record(0x0203, &data)
+    }
+
+    #[test]
+    fn a_sheet_spanning_too_many_cells_is_unreadable() {
+        let small = [record(0x0809, &[0; 16]), number(0, 0), number(999, 200)].concat();
+        assert_eq!(check_biff_cell_span(&small), Ok(()));
+        let wide = [record(0x0809, &[0; 16]), number(0, 0), number(65_535, 255)].concat();
+        assert!(matches!(check_biff_cell_span(&wide), Err(ReadError::Unreadable(_))));
+        // Each sheet's span starts afresh at its BOF.
+        let two_sheets =
+            [record(0x0809, &[0; 16]), number(0, 0), record(0x0809, &[0; 16]), number(60_000, 60)].concat();
+        assert_eq!(check_biff_cell_span(&two_sheets), Ok(()));
+    }
+
+    #[test]
+    fn a_multi_cell_record_running_backwards_is_unreadable() {
+        let mut data = 3u16.to_le_bytes().to_vec();
+        data.extend_from_slice(&10u16.to_le_bytes());
+        data.extend_from_slice(&[0; 6]);
+        data.extend_from_slice(&2u16.to_le_bytes());
+        let stream = [record(0x0809, &[0; 16]), record(0x00BD, &data)].concat();
+        assert!(matches!(check_biff_cell_span(&stream), Err(ReadError::Unreadable(_))));
+    }
+
+    #[test]
+    fn a_compound_file_that_is_not_one_is_unreadable() {
+        assert!(matches!(
+            check_compound_file(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1 short"),
+            Err(ReadError::Unreadable(_))
+        ));
+    }
+}
