@@ -57,6 +57,26 @@ impl Stack {
         keys
     }
 
+    /// `POST /files/upload` of one file as `user`: the status and the JSON answer.
+    pub async fn upload(
+        &self,
+        user: &User,
+        name: &str,
+        mime: Option<&str>,
+        bytes: Vec<u8>,
+    ) -> (u16, serde_json::Value) {
+        let response = self
+            .http
+            .post(self.url("/files/upload"))
+            .header("authorization", user.bearer())
+            .multipart(file_form(name, mime, bytes))
+            .send()
+            .await
+            .expect("upload request");
+        let status = response.status().as_u16();
+        (status, response.json().await.expect("a JSON answer"))
+    }
+
     pub async fn db(&self) -> tokio_postgres::Client {
         let (client, connection) =
             tokio_postgres::connect(&self.database_url, tokio_postgres::NoTls).await.expect("connect to the database");

@@ -2,21 +2,12 @@
 //! emulator's S3 and a real PostgreSQL behind.
 
 use serde_json::{Value, json};
-use sluice_e2e::{Stack, User, file_form, tiny_png};
+use sluice_e2e::{Stack, User, tiny_png};
 use std::collections::BTreeSet;
 use uuid::Uuid;
 
 async fn upload(stack: &Stack, user: &User, name: &str, mime: Option<&str>, bytes: Vec<u8>) -> (u16, Value) {
-    let response = stack
-        .http
-        .post(stack.url("/files/upload"))
-        .header("authorization", user.bearer())
-        .multipart(file_form(name, mime, bytes))
-        .send()
-        .await
-        .expect("upload request");
-    let status = response.status().as_u16();
-    (status, response.json().await.expect("json answer"))
+    stack.upload(user, name, mime, bytes).await
 }
 
 async fn get(stack: &Stack, user: &User, path: &str) -> reqwest::Response {

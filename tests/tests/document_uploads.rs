@@ -3,20 +3,12 @@
 //! nothing behind.
 
 use serde_json::Value;
-use sluice_e2e::{Stack, User, file_form};
+use sluice_e2e::{Stack, User};
 use sluice_formats::fixtures::{docx, pdf, xlsx, zip};
 
+/// Uploads as a browser that does not know the type would: `application/octet-stream`.
 async fn upload(stack: &Stack, user: &User, name: &str, bytes: Vec<u8>) -> (u16, Value) {
-    let response = stack
-        .http
-        .post(stack.url("/files/upload"))
-        .header("authorization", user.bearer())
-        .multipart(file_form(name, Some("application/octet-stream"), bytes))
-        .send()
-        .await
-        .expect("upload");
-    let status = response.status().as_u16();
-    (status, response.json().await.expect("json"))
+    stack.upload(user, name, Some("application/octet-stream"), bytes).await
 }
 
 async fn text_response(stack: &Stack, user: &User, id: &str) -> reqwest::Response {
