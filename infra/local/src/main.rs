@@ -17,11 +17,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         tracing::info!(queue = spec.name, url, "queue ready");
     }
     // The functions read their key from SLUICE_KMS_KEY_ID, as they do in AWS.
-    let mut config = sluice_domain::Config::from_lookup(|name| match name {
+    let config = sluice_domain::Config::from_lookup(|name| match name {
         "SLUICE_KMS_KEY_ID" => Some(key.clone()),
         other => std::env::var(other).ok(),
     })?;
-    config.kms_key_id = key.clone();
     let database_url = std::env::var("DATABASE_URL").map_err(|_| "DATABASE_URL is missing")?;
     let db = sluice_store::Db::connect(&database_url, 16).await?;
     let blob = sluice_blob::Blob::new(s3, bucket.clone(), key.clone());

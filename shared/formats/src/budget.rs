@@ -70,6 +70,12 @@ impl TextBudget {
         if self.text.is_empty() || self.text.ends_with('\n') { Ok(()) } else { self.push("\n") }
     }
 
+    /// Drops trailing blank lines and spaces (documents end with separators, files do not).
+    pub fn trim_end(&mut self) {
+        let trimmed = self.text.trim_end_matches(['\n', ' ', '\t', '\r']).len();
+        self.text.truncate(trimmed);
+    }
+
     pub fn chars(&self) -> usize {
         self.used
     }
@@ -78,11 +84,9 @@ impl TextBudget {
         self.truncated
     }
 
-    /// The text, with the left-out marker when the budget cut it, trailing blank lines trimmed.
+    /// The text as pushed, with the left-out marker when the budget cut it.
     pub fn finish(self) -> (String, bool) {
         let mut text = self.text;
-        let trimmed = text.trim_end_matches(['\n', ' ', '\t', '\r']).len();
-        text.truncate(trimmed);
         if self.truncated {
             text.push_str(&crate::extract::left_out_marker(self.max_chars));
         }

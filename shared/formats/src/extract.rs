@@ -81,7 +81,10 @@ pub fn extract(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Resul
                 _ => Markup::Plain,
             };
             let decoded = decode(bytes, markup);
-            let (text, truncated) = within_budget(&decoded.text, max_chars);
+            // A text file's text is the file itself, kept as is (no trimming) up to the budget.
+            let mut budget = TextBudget::new(max_chars, options.time_limit);
+            let _ = budget.push(&decoded.text);
+            let (text, truncated) = budget.finish();
             Ok(Extraction { text: Some(text), truncated, encoding: Some(decoded.encoding), ..Extraction::default() })
         }
         _ => read_document(kind, bytes, options),
@@ -116,6 +119,7 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
     let outcome = read.unwrap_or_else(|_| Err(ReadError::Unreadable("the parser failed on this file".to_owned())));
     match outcome {
         Ok(()) => {
+            budget.trim_end();
             let (text, truncated) = budget.finish();
             extraction.truncated = truncated;
             extraction.text = Some(text);
@@ -130,20 +134,6 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
         }
     }
     Ok(extraction)
-}
-
-/// Keeps at most `max_chars` characters of `text`, without NULs (PostgreSQL refuses them),
-/// and marks a cut so nobody mistakes the part for the whole.
-fn within_budget(text: &str, max_chars: usize) -> (String, bool) {
-    let mut kept = String::with_capacity(text.len().min(max_chars.saturating_mul(4)));
-    for (count, ch) in text.chars().filter(|c| *c != '\0').enumerate() {
-        if count == max_chars {
-            kept.push_str(&left_out_marker(max_chars));
-            return (kept, true);
-        }
-        kept.push(ch);
-    }
-    (kept, false)
 }
 
 /// The line that ends a text the budget cut.
