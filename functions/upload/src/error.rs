@@ -29,6 +29,8 @@ pub enum UploadError {
     Blob(#[from] BlobError),
     #[error("blocking work failed")]
     Blocking,
+    #[error(transparent)]
+    Isolate(#[from] sluice_isolate::IsolateError),
 }
 
 impl UploadError {
@@ -80,6 +82,10 @@ impl UploadError {
             Self::Blocking => {
                 tracing::error!("blocking work panicked or was cancelled");
                 ApiError::internal()
+            }
+            Self::Isolate(error) => {
+                tracing::error!(error = %error, "no parse worker");
+                ApiError::unavailable()
             }
         }
     }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use sluice_domain::{AttachmentRef, Caller, safe_filename};
-use sluice_formats::{ExtractOptions, check_upload, extract, preview};
+use sluice_formats::{ExtractOptions, check_upload, preview};
 use sluice_store::{ChatFile, NewChatFile};
 use sluice_web::{body_bytes, json_response};
 use std::time::Duration;
@@ -80,13 +80,13 @@ pub async fn upload(state: &AppState, caller: &Caller, request: Request) -> Resu
         check_upload(&file.filename, file.declared_mime.as_deref(), &file.bytes).map_err(UploadError::Refused)?;
 
     let options = ExtractOptions::new(state.config.parsed_text_max_chars);
-    let bytes = file.bytes.clone();
+    let (bytes, extractor) = (file.bytes.clone(), state.extractor.clone());
     let (extraction, checksum) = state
         .pool
-        .run(move || (extract(accepted.kind, &bytes, &options), hex::encode(Sha256::digest(&bytes))))
+        .run(move || (extractor.extract(accepted.kind, &bytes, &options), hex::encode(Sha256::digest(&bytes))))
         .await
         .map_err(|_| UploadError::Blocking)?;
-    let extraction = extraction.map_err(UploadError::Refused)?;
+    let extraction = extraction?.map_err(UploadError::Refused)?;
 
     let id = Uuid::new_v4();
     let storage_path = format!("media/{}/{}_{}", caller.user_id, id.simple(), safe_filename(&file.filename));

@@ -11,6 +11,7 @@ pub use error::UploadError;
 use lambda_http::{Body, Request, Response};
 use sluice_blob::Blob;
 use sluice_domain::{BlockingPool, Config};
+use sluice_isolate::Extractor;
 use sluice_store::Db;
 use uuid::Uuid;
 
@@ -21,23 +22,27 @@ pub struct AppState {
     pub db: Db,
     pub blob: Blob,
     pub pool: BlockingPool,
+    /// Parses each file in a worker process under hard time and memory limits.
+    pub extractor: Extractor,
 }
 
 impl AppState {
-    pub fn new(config: Config, db: Db, blob: Blob) -> Self {
+    pub fn new(config: Config, db: Db, blob: Blob, extractor: Extractor) -> Self {
         let pool = BlockingPool::new(config.file_io_max_workers);
-        Self { config, db, blob, pool }
+        Self { config, db, blob, pool, extractor }
     }
 
     /// Builds the state from the environment: the SDK's standard settings, `DATABASE_URL`,
-    /// and the configuration `Config::from_env` reads. Migrations run here, once.
+    /// and the configuration `Config::from_env` reads. Migrations run here, once. Parse
+    /// workers are this binary, so its `main` calls `sluice_isolate::serve_if_worker` first.
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
         let database_url = std::env::var("DATABASE_URL").map_err(|_| "DATABASE_URL is missing")?;
         let db = Db::connect(&database_url, 4).await?;
         let sdk = sluice_blob::sdk_config().await;
         let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
-        Ok(Self::new(config, db, blob))
+        let extractor = Extractor::current_exe(config.parse_max_memory_bytes)?;
+        Ok(Self::new(config, db, blob, extractor))
     }
 }
 

@@ -2,8 +2,14 @@
 
 use lambda_http::{Error, service_fn};
 
+fn main() -> Result<(), Error> {
+    // This binary is also its own parse worker; a worker serves one file and exits here.
+    sluice_isolate::serve_if_worker();
+    serve()
+}
+
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn serve() -> Result<(), Error> {
     sluice_web::init_tracing();
     let state = sluice_upload::AppState::from_env().await?;
     let state = &state;

@@ -5,6 +5,7 @@ use lambda_http::{Body, Response};
 use serde_json::Value;
 use sluice_blob::Blob;
 use sluice_domain::Config;
+use sluice_isolate::Extractor;
 use sluice_store::Db;
 use sluice_upload::{AppState, handle};
 
@@ -22,7 +23,9 @@ fn offline_state(chat_max_upload_bytes: u64) -> AppState {
     let db = Db::connect_lazy(&format!("postgres://nobody@{CLOSED}/none"), 1).expect("pool");
     let blob =
         Blob::new(sluice_blob::static_s3_client(&format!("http://{CLOSED}")), "bucket", config.kms_key_id.clone());
-    AppState::new(config, db, blob)
+    // The function's own binary is its parse worker, as in Lambda.
+    let extractor = Extractor::new(env!("CARGO_BIN_EXE_sluice-upload"), config.parse_max_memory_bytes);
+    AppState::new(config, db, blob, extractor)
 }
 
 fn sample(name: &str) -> lambda_http::Request {

@@ -6,7 +6,8 @@
 //!   SSE-KMS is enforced, database reachability and the pgvector version.
 //! - `sluice parse FILE [--mime TYPE] [--text]` runs the upload path's validation,
 //!   classification and extraction on a local file and prints one JSON object (or the
-//!   text). It never needs the stack.
+//!   text). Like the upload path it parses in a worker process (this binary again) under
+//!   the same hard time and memory limits. It never needs the stack.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -54,8 +55,13 @@ enum Command {
     },
 }
 
+fn main() -> ExitCode {
+    sluice_isolate::serve_if_worker();
+    run()
+}
+
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Token { user, org, perms, app_admin, ttl } => {
@@ -115,8 +121,23 @@ fn parse(path: &std::path::Path, mime: Option<&str>, print_text: bool) -> ExitCo
         }
     };
     let options = sluice_formats::ExtractOptions::new(config.parsed_text_max_chars);
-    let outcome = sluice_formats::check_upload(&filename, mime, &bytes)
-        .and_then(|accepted| sluice_formats::extract(accepted.kind, &bytes, &options).map(|e| (accepted, e)));
+    let extractor = match sluice_isolate::Extractor::current_exe(config.parse_max_memory_bytes) {
+        Ok(extractor) => extractor,
+        Err(error) => {
+            eprintln!("sluice parse: cannot find this binary to run a parse worker: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = match sluice_formats::check_upload(&filename, mime, &bytes) {
+        Err(refusal) => Err(refusal),
+        Ok(accepted) => match extractor.extract(accepted.kind, &bytes, &options) {
+            Ok(extracted) => extracted.map(|e| (accepted, e)),
+            Err(error) => {
+                eprintln!("sluice parse: {error}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
     let verdict = match outcome {
         Err(refusal) => serde_json::json!({
             "verdict": "refused", "reason": refusal.code.as_str(), "message": refusal.message,

@@ -2,8 +2,16 @@
 
 use std::sync::Arc;
 
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+fn main() -> Result<(), Error> {
+    // The functions served here parse in workers that are this binary, as in Lambda.
+    sluice_isolate::serve_if_worker();
+    serve()
+}
+
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+async fn serve() -> Result<(), Error> {
     sluice_web::init_tracing();
     let sdk = sluice_blob::sdk_config().await;
     let s3 = sluice_blob::s3_client(&sdk);
@@ -24,9 +32,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let database_url = std::env::var("DATABASE_URL").map_err(|_| "DATABASE_URL is missing")?;
     let db = sluice_store::Db::connect(&database_url, 16).await?;
     let blob = sluice_blob::Blob::new(s3, bucket.clone(), key.clone());
+    let extractor = sluice_isolate::Extractor::current_exe(config.parse_max_memory_bytes)?;
     let door = sluice_local::door::Door {
         body_cap_bytes: config.request_body_cap_bytes(),
-        upload: sluice_upload::AppState::new(config, db, blob),
+        upload: sluice_upload::AppState::new(config, db, blob, extractor),
         jwt_secret: sluice_local::jwt::local_secret(),
     };
     let addr = std::env::var("SLUICE_API_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());

@@ -22,6 +22,8 @@ pub struct Config {
     pub download_url_ttl_secs: u64,
     /// `CHAT_TIFF_MAX_INLINE_PAGES`: how many TIFF pages are served as PNG.
     pub chat_tiff_max_inline_pages: u32,
+    /// `SLUICE_PARSE_MAX_MEMORY_MB`: the address space one parse worker may use.
+    pub parse_max_memory_bytes: u64,
 }
 
 /// The multipart framing allowed on top of the larger upload ceiling.
@@ -30,6 +32,11 @@ pub const MULTIPART_ALLOWANCE_BYTES: u64 = 1024 * 1024;
 /// Default `CHAT_PARSED_TEXT_MAX_CHARS`: 200,000 characters is about 50,000 tokens, the
 /// most a no-workspace agent can sensibly be pasted; the rest is marked as left out.
 pub const DEFAULT_PARSED_TEXT_MAX_CHARS: usize = 200_000;
+
+/// Default `SLUICE_PARSE_MAX_MEMORY_MB`: PDFium reads 2,000 full pages in about 40 MiB, so
+/// 512 MiB is ample for any honest file, and half of the upload function's 1,024 MB (a
+/// Lambda instance serves one request at a time).
+pub const DEFAULT_PARSE_MAX_MEMORY_MB: u64 = 512;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -64,6 +71,7 @@ impl Config {
             file_io_max_workers: number("FILE_IO_MAX_WORKERS", 4)?.max(1) as usize,
             download_url_ttl_secs: number("SLUICE_DOWNLOAD_URL_TTL_SECS", 300)?,
             chat_tiff_max_inline_pages: number("CHAT_TIFF_MAX_INLINE_PAGES", 5)?.min(1000) as u32,
+            parse_max_memory_bytes: number("SLUICE_PARSE_MAX_MEMORY_MB", DEFAULT_PARSE_MAX_MEMORY_MB)?.max(16) * MIB,
         })
     }
 

@@ -31,13 +31,52 @@ impl RefusalCode {
             Self::UnsafeContainer(code) => code,
         }
     }
+
+    /// The code `as_str` gave, back again; `None` for a code this build does not know.
+    pub fn from_code(code: &str) -> Option<Self> {
+        let fixed = [
+            Self::ExtensionNotAllowed,
+            Self::DeclaredTypeMismatch,
+            Self::ContentMismatch,
+            Self::EmptyFile,
+            Self::UndecodableImage,
+        ];
+        fixed
+            .into_iter()
+            .find(|c| c.as_str() == code)
+            .or_else(|| crate::container::REASON_CODES.iter().find(|c| **c == code).map(|c| Self::UnsafeContainer(c)))
+    }
 }
 
 /// A refusal with a sentence a person can act on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "RefusalRecord", try_from = "RefusalRecord")]
 pub struct Refusal {
     pub code: RefusalCode,
     pub message: String,
+}
+
+/// A refusal as it travels between processes: the code by its name.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RefusalRecord {
+    code: String,
+    message: String,
+}
+
+impl From<Refusal> for RefusalRecord {
+    fn from(refusal: Refusal) -> Self {
+        Self { code: refusal.code.as_str().to_owned(), message: refusal.message }
+    }
+}
+
+impl TryFrom<RefusalRecord> for Refusal {
+    type Error = String;
+
+    fn try_from(record: RefusalRecord) -> Result<Self, String> {
+        let code =
+            RefusalCode::from_code(&record.code).ok_or_else(|| format!("unknown refusal code {}", record.code))?;
+        Ok(Self { code, message: record.message })
+    }
 }
 
 /// An accepted file: its row of the allowlist.
@@ -127,6 +166,16 @@ mod tests {
     use super::*;
 
     const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0";
+
+    #[test]
+    fn every_refusal_code_reads_back_as_itself() {
+        let container = crate::container::REASON_CODES.iter().map(|c| RefusalCode::UnsafeContainer(c));
+        let fixed = [RefusalCode::ExtensionNotAllowed, RefusalCode::EmptyFile, RefusalCode::UndecodableImage];
+        for code in fixed.into_iter().chain(container) {
+            assert_eq!(RefusalCode::from_code(code.as_str()), Some(code));
+        }
+        assert_eq!(RefusalCode::from_code("made_up"), None);
+    }
 
     #[test]
     fn agreeing_name_type_and_bytes_are_accepted_with_the_canonical_type() {

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::io::{Cursor, Read};
 
 /// The archive limits of the seed's "Archives" section.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ContainerLimits {
     /// `WORKSPACE_ARCHIVE_MAX_ENTRIES`.
     pub max_entries: usize,
@@ -32,7 +32,19 @@ pub enum ContainerError {
     Corrupt(String),
 }
 
+/// Every reason code a container refusal can carry; stable, and part of the API.
+pub const REASON_CODES: &[&str] = &[
+    "too_many_entries",
+    "encrypted_member",
+    "duplicate_path",
+    "member_too_large",
+    "too_large_unpacked",
+    "ratio_exceeded",
+    "xml_doctype",
+];
+
 fn unsafe_(code: &'static str, message: impl Into<String>) -> ContainerError {
+    debug_assert!(REASON_CODES.contains(&code), "{code} is missing from REASON_CODES");
     ContainerError::Unsafe { code, message: message.into() }
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 pub const PREVIEW_MAX_CHARS: usize = 240;
 
 /// What a file yielded.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Extraction {
     /// The text, NUL-free; `None` for an image or a file no parser could read.
     pub text: Option<String>,
@@ -24,7 +24,7 @@ pub struct Extraction {
     /// Width and height, for an image whose header says.
     pub dimensions: Option<(u32, u32)>,
     /// The encoding a text file was decoded from.
-    pub encoding: Option<&'static str>,
+    pub encoding: Option<String>,
     /// Pages in a PDF.
     pub pages: Option<u32>,
     /// Cells read from a spreadsheet.
@@ -32,7 +32,7 @@ pub struct Extraction {
 }
 
 /// How much a parse may spend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ExtractOptions {
     /// `CHAT_PARSED_TEXT_MAX_CHARS`.
     pub max_chars: usize,
@@ -85,7 +85,12 @@ pub fn extract(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Resul
             let mut budget = TextBudget::new(max_chars, options.time_limit);
             let _ = budget.push(&decoded.text);
             let (text, truncated) = budget.finish();
-            Ok(Extraction { text: Some(text), truncated, encoding: Some(decoded.encoding), ..Extraction::default() })
+            Ok(Extraction {
+                text: Some(text),
+                truncated,
+                encoding: Some(decoded.encoding.to_owned()),
+                ..Extraction::default()
+            })
         }
         _ => read_document(kind, bytes, options),
     }

@@ -17,9 +17,11 @@ static PDFIUM: OnceLock<Result<Pdfium, String>> = OnceLock::new();
 fn pdfium() -> Result<&'static Pdfium, ReadError> {
     let loaded = PDFIUM.get_or_init(|| {
         let path = std::env::var("PDFIUM_LIB_PATH").unwrap_or_else(|_| "libpdfium.so".to_owned());
-        Pdfium::bind_to_library(&path)
-            .map(Pdfium::new)
-            .map_err(|e| format!("PDFium could not be loaded from {path}: {e}"))
+        // The loader's own error goes to the log; the file's record only says what to do.
+        Pdfium::bind_to_library(&path).map(Pdfium::new).map_err(|error| {
+            eprintln!("PDFium could not be loaded from {path}: {error:?}");
+            "PDF text extraction is not available: PDFium could not be loaded (set PDFIUM_LIB_PATH)".to_owned()
+        })
     });
     loaded.as_ref().map_err(|message| ReadError::Unreadable(message.clone()))
 }

@@ -1,0 +1,67 @@
+//! `sluice parse`, run as operators run it: the built binary on files in a folder.
+
+use serde_json::Value;
+use sluice_formats::fixtures;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Writes `bytes` as `name` in a folder of its own and returns the path.
+fn file(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-parse-{}-{}", std::process::id(), uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("a folder");
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).expect("the file");
+    path
+}
+
+fn sluice(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_sluice")).args(args).envs(env.iter().copied()).output().expect("run");
+    (output.status.success(), String::from_utf8(output.stdout).expect("utf-8"))
+}
+
+fn verdict(path: &std::path::Path, env: &[(&str, &str)]) -> Value {
+    let (ok, stdout) = sluice(&["parse", path.to_str().expect("a path")], env);
+    assert!(ok, "sluice parse failed: {stdout}");
+    serde_json::from_str(&stdout).expect("one JSON object")
+}
+
+#[test]
+fn an_accepted_document_prints_its_verdict_and_its_text() {
+    let path = file("minutes.docx", &fixtures::docx("<w:p><w:r><w:t>Budget approved</w:t></w:r></w:p>"));
+    let v = verdict(&path, &[]);
+    assert_eq!(v["verdict"], "accepted");
+    assert_eq!(v["file_type"], "docx");
+    assert_eq!(v["mime_type"], "application/vnd.openxmlformats-officedocument.wordprocessingml.document");
+    assert_eq!(v["truncated"], false);
+    assert!(v["preview"].as_str().expect("a preview").contains("Budget approved"));
+    assert!(v["chars"].as_u64().expect("chars") > 0);
+    assert!(v["elapsed_ms"].is_u64());
+
+    let (ok, text) = sluice(&["parse", "--text", path.to_str().expect("a path")], &[]);
+    assert!(ok);
+    assert!(text.contains("Budget approved") && text.contains("Quarterly header"));
+}
+
+#[test]
+fn a_refused_file_names_its_reason() {
+    let path = file("photo.png", b"%PDF-1.4 not a picture at all");
+    let v = verdict(&path, &[]);
+    assert_eq!(v["verdict"], "refused");
+    assert_eq!(v["reason"], "content_mismatch");
+
+    let bomb = fixtures::zip(&[("word/document.xml", "<!DOCTYPE w [<!ENTITY a \"aaaa\">]><w:document/>")]);
+    let v = verdict(&file("bomb.docx", &bomb), &[]);
+    assert_eq!((v["verdict"].as_str(), v["reason"].as_str()), (Some("refused"), Some("xml_doctype")));
+}
+
+#[test]
+fn a_file_beyond_the_memory_bound_is_unreadable_not_fatal() {
+    let text = "a line of a very long log file\n".repeat(200_000);
+    let path = file("server.log.txt", text.as_bytes());
+    let v = verdict(&path, &[("SLUICE_PARSE_MAX_MEMORY_MB", "16")]);
+    assert_eq!(v["verdict"], "accepted");
+    assert_eq!(v["chars"], 0);
+    assert_eq!(v["unreadable"], "reading the file needed more than 16 MiB of memory and was stopped");
+    // The same file under the default bound reads.
+    assert!(verdict(&path, &[])["chars"].as_u64().expect("chars") > 100_000);
+}

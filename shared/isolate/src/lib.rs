@@ -1,0 +1,297 @@
+//! Text extraction in a child process, under limits the kernel enforces.
+//!
+//! The parsers check their deadline between pages, rows and XML nodes, but a parser stuck
+//! inside one call into PDFium, or an allocation nobody foresaw, cannot be stopped from
+//! inside the process. So each file is read by a worker: the function's own binary started
+//! again with `SLUICE_EXTRACT_WORKER` set. The worker caps its address space and CPU time
+//! with `setrlimit`, reads one job from stdin, writes one JSON line to stdout and exits; the
+//! parent kills it at the wall-clock deadline. Whatever the worker does, the parent keeps
+//! serving, and the file is answered as unreadable (a TIFF, which must be decodable, is
+//! refused as undecodable).
+//!
+//! Every `main` whose process builds an [`Extractor::current_exe`] calls
+//! [`serve_if_worker`] first, before it starts a runtime or reads its configuration.
+
+use serde::{Deserialize, Serialize};
+use sluice_formats::kinds::Family;
+use sluice_formats::{ExtractOptions, Extraction, FileKind, Refusal, RefusalCode};
+use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// Set in a worker's environment; its presence makes [`serve_if_worker`] serve.
+pub const WORKER_ENV: &str = "SLUICE_EXTRACT_WORKER";
+
+/// How long past the parsers' own deadline a worker lives: the cooperative check answers
+/// first, with its clearer message, in every case but a parser stuck in one call.
+pub const GRACE: Duration = Duration::from_secs(2);
+
+const MAX_JOB_HEADER_BYTES: u64 = 16 << 10;
+const MAX_STDERR_BYTES: u64 = 16 << 10;
+
+/// The first line a worker reads; the file's bytes follow it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Job {
+    extension: String,
+    options: ExtractOptions,
+    memory_bytes: u64,
+    cpu_seconds: u64,
+    file_bytes: u64,
+}
+
+/// The one line a worker writes.
+#[derive(Debug, Serialize, Deserialize)]
+enum Reply {
+    Extracted(Extraction),
+    Refused(Refusal),
+}
+
+/// Why a file could not be handed to a worker at all: the service's failure, not the file's.
+#[derive(Debug, thiserror::Error)]
+pub enum IsolateError {
+    #[error("the parse worker could not be started: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("a parse worker may not start another worker")]
+    Nested,
+}
+
+/// Starts workers and answers for them.
+#[derive(Debug, Clone)]
+pub struct Extractor {
+    program: PathBuf,
+    memory_bytes: u64,
+    hard_time_limit: Option<Duration>,
+}
+
+impl Extractor {
+    /// Workers are `program` (a binary whose `main` calls [`serve_if_worker`]), each
+    /// allowed `memory_bytes` of address space.
+    pub fn new(program: impl Into<PathBuf>, memory_bytes: u64) -> Self {
+        Self { program: program.into(), memory_bytes, hard_time_limit: None }
+    }
+
+    /// Workers are this very binary.
+    pub fn current_exe(memory_bytes: u64) -> std::io::Result<Self> {
+        Ok(Self::new(std::env::current_exe()?, memory_bytes))
+    }
+
+    /// Kills workers after `limit` instead of the parse time limit plus [`GRACE`]; for
+    /// proving the kill without a file that hangs.
+    pub fn with_hard_time_limit(mut self, limit: Duration) -> Self {
+        self.hard_time_limit = Some(limit);
+        self
+    }
+
+    /// Extracts `bytes` of an accepted `kind` in a worker. The inner result is exactly what
+    /// `sluice_formats::extract` would answer, except that a worker killed at the deadline,
+    /// out of memory or crashed leaves the file unreadable (a TIFF refused).
+    pub fn extract(
+        &self,
+        kind: &FileKind,
+        bytes: &[u8],
+        options: &ExtractOptions,
+    ) -> Result<Result<Extraction, Refusal>, IsolateError> {
+        if std::env::var_os(WORKER_ENV).is_some() {
+            return Err(IsolateError::Nested);
+        }
+        let hard_time_limit = self.hard_time_limit.unwrap_or(options.time_limit + GRACE);
+        let job = Job {
+            extension: kind.extension.to_owned(),
+            options: *options,
+            memory_bytes: self.memory_bytes,
+            cpu_seconds: hard_time_limit.as_secs() + 1,
+            file_bytes: bytes.len() as u64,
+        };
+        let child = Command::new(&self.program)
+            .env(WORKER_ENV, "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(IsolateError::Spawn)?;
+        // JSON escapes a character to at most six bytes; the rest is the envelope.
+        let reply_cap = options.max_chars as u64 * 6 + (1 << 20);
+        let ended = supervise(child, &job, bytes, hard_time_limit, reply_cap);
+        Ok(answer(kind, ended, hard_time_limit, self.memory_bytes))
+    }
+}
+
+/// How a worker ended.
+#[derive(Debug)]
+enum Ended {
+    Replied(Reply),
+    Killed,
+    Crashed { out_of_memory: bool },
+}
+
+fn supervise(mut child: Child, job: &Job, bytes: &[u8], hard_time_limit: Duration, reply_cap: u64) -> Ended {
+    let deadline = Instant::now() + hard_time_limit;
+    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    std::thread::scope(|scope| {
+        // A worker that dies early breaks the pipe; the write error is its exit status's to tell.
+        scope.spawn(move || {
+            if let Some(mut stdin) = stdin {
+                let header = serde_json::to_vec(job).unwrap_or_default();
+                let _ = stdin
+                    .write_all(&header)
+                    .and_then(|()| stdin.write_all(b"\n"))
+                    .and_then(|()| stdin.write_all(bytes));
+            }
+        });
+        let reply = scope.spawn(move || read_capped(stdout, reply_cap));
+        let errors = scope.spawn(move || read_capped(stderr, MAX_STDERR_BYTES));
+        let status = wait_until(&mut child, deadline);
+        let reply = reply.join().unwrap_or_default();
+        let errors = errors.join().unwrap_or_default();
+        match status {
+            None => Ended::Killed,
+            Some(status) if status.success() => match last_line(&reply).and_then(|l| serde_json::from_slice(l).ok()) {
+                Some(reply) => Ended::Replied(reply),
+                None => Ended::Crashed { out_of_memory: false },
+            },
+            Some(_) => Ended::Crashed { out_of_memory: says_out_of_memory(&errors) },
+        }
+    })
+}
+
+/// Waits for `child`, killing it at `deadline`; `None` when it was killed.
+fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let now = Instant::now();
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if now < deadline => {
+                std::thread::sleep(pause.min(deadline - now));
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+fn read_capped(pipe: Option<impl Read>, cap: u64) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    if let Some(pipe) = pipe {
+        let _ = pipe.take(cap).read_to_end(&mut bytes);
+    }
+    bytes
+}
+
+fn last_line(bytes: &[u8]) -> Option<&[u8]> {
+    bytes.split(|b| *b == b'\n').rev().find(|line| !line.iter().all(u8::is_ascii_whitespace))
+}
+
+/// Rust's allocator reports a refused allocation before it aborts; PDFium's only C++
+/// exception, `std::bad_alloc`, reaches Rust as a foreign exception.
+fn says_out_of_memory(stderr: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(stderr);
+    ["memory allocation of", "out of memory", "cannot catch foreign exceptions"].iter().any(|s| text.contains(s))
+}
+
+fn answer(kind: &FileKind, ended: Ended, hard_time_limit: Duration, memory_bytes: u64) -> Result<Extraction, Refusal> {
+    let reason = match ended {
+        Ended::Replied(Reply::Extracted(extraction)) => return Ok(extraction),
+        Ended::Replied(Reply::Refused(refusal)) => return Err(refusal),
+        Ended::Killed => format!(
+            "reading the file ran past the {}-second hard limit and was stopped",
+            hard_time_limit.as_secs_f64().ceil()
+        ),
+        Ended::Crashed { out_of_memory: true } => {
+            format!("reading the file needed more than {} MiB of memory and was stopped", memory_bytes >> 20)
+        }
+        Ended::Crashed { out_of_memory: false } => "the parser crashed on this file".to_owned(),
+    };
+    if kind.family == Family::Tiff {
+        return Err(Refusal {
+            code: RefusalCode::UndecodableImage,
+            message: format!("the image could not be decoded: {reason}"),
+        });
+    }
+    Ok(Extraction { unreadable: Some(reason), ..Extraction::default() })
+}
+
+/// In a worker (when `SLUICE_EXTRACT_WORKER` is set), serves the one job on stdin and
+/// exits the process; elsewhere returns at once.
+pub fn serve_if_worker() {
+    if std::env::var_os(WORKER_ENV).is_none() {
+        return;
+    }
+    let code = match serve() {
+        Ok(()) => 0,
+        Err(message) => {
+            eprintln!("sluice extract worker: {message}");
+            2
+        }
+    };
+    std::process::exit(code);
+}
+
+fn serve() -> Result<(), String> {
+    let mut stdin = std::io::stdin().lock();
+    let mut header = Vec::new();
+    (&mut stdin).take(MAX_JOB_HEADER_BYTES).read_until(b'\n', &mut header).map_err(|e| e.to_string())?;
+    let job: Job = serde_json::from_slice(&header).map_err(|e| format!("not a job: {e}"))?;
+    // Limits first: from here on every allocation counts against them.
+    rlimit::setrlimit(rlimit::Resource::AS, job.memory_bytes, job.memory_bytes).map_err(|e| e.to_string())?;
+    rlimit::setrlimit(rlimit::Resource::CPU, job.cpu_seconds, job.cpu_seconds + 1).map_err(|e| e.to_string())?;
+    let kind = sluice_formats::kind_for_filename(&format!("file.{}", job.extension))
+        .ok_or_else(|| format!("no file kind has the extension {:?}", job.extension))?;
+    let mut bytes = Vec::new();
+    stdin.take(job.file_bytes).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    if bytes.len() as u64 != job.file_bytes {
+        return Err(format!("the job ended after {} of {} bytes", bytes.len(), job.file_bytes));
+    }
+    let reply = match sluice_formats::extract(kind, &bytes, &job.options) {
+        Ok(extraction) => Reply::Extracted(extraction),
+        Err(refusal) => Reply::Refused(refusal),
+    };
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer(&mut stdout, &reply).map_err(|e| e.to_string())?;
+    stdout.write_all(b"\n").and_then(|()| stdout.flush()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(extension: &str) -> &'static FileKind {
+        sluice_formats::kind_for_filename(&format!("f.{extension}")).expect("kind")
+    }
+
+    #[test]
+    fn a_killed_or_crashed_worker_leaves_a_document_unreadable_and_refuses_a_tiff() {
+        let limit = Duration::from_millis(1500);
+        let killed = answer(kind("pdf"), Ended::Killed, limit, 64 << 20).expect("not refused");
+        assert_eq!(
+            killed.unreadable.as_deref(),
+            Some("reading the file ran past the 2-second hard limit and was stopped")
+        );
+        let oom = answer(kind("docx"), Ended::Crashed { out_of_memory: true }, limit, 64 << 20).expect("not refused");
+        assert!(oom.unreadable.expect("reason").contains("more than 64 MiB"));
+        let tiff = answer(kind("tiff"), Ended::Crashed { out_of_memory: false }, limit, 64 << 20).expect_err("refused");
+        assert_eq!(tiff.code, RefusalCode::UndecodableImage);
+    }
+
+    #[test]
+    fn the_reply_is_the_last_line_that_is_not_blank() {
+        assert_eq!(last_line(b"noise\n{\"a\":1}\n\n"), Some(&b"{\"a\":1}"[..]));
+        assert_eq!(last_line(b"\n \n"), None);
+        assert!(says_out_of_memory(b"memory allocation of 8388608 bytes failed\n"));
+        assert!(!says_out_of_memory(b"thread 'main' panicked"));
+    }
+
+    #[test]
+    fn a_worker_that_answers_nothing_is_a_crash_not_a_hang() {
+        let extractor = Extractor::new("/bin/true", 1 << 30);
+        let options = ExtractOptions::new(100);
+        let outcome = extractor.extract(kind("txt"), b"hello", &options).expect("spawned");
+        // /bin/true answers nothing: a worker that says nothing is a crash, not a hang.
+        assert_eq!(outcome.expect("not refused").unreadable.as_deref(), Some("the parser crashed on this file"));
+    }
+}

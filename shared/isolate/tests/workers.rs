@@ -1,0 +1,95 @@
+//! Real workers: the `sluice-extract-worker` binary started per file, killed at its
+//! deadline, starved of memory, and the parent still serving afterwards.
+
+use sluice_formats::fixtures;
+use sluice_formats::{ExtractOptions, FileKind, RefusalCode, kind_for_filename};
+use sluice_isolate::Extractor;
+use std::time::{Duration, Instant};
+
+/// The default `SLUICE_PARSE_MAX_MEMORY_MB`.
+const DEFAULT_MEMORY_BYTES: u64 = 512 << 20;
+
+fn worker(memory_bytes: u64) -> Extractor {
+    Extractor::new(env!("CARGO_BIN_EXE_sluice-extract-worker"), memory_bytes)
+}
+
+fn kind(extension: &str) -> &'static FileKind {
+    kind_for_filename(&format!("file.{extension}")).expect("a kind")
+}
+
+fn spreadsheet(rows: usize) -> Vec<u8> {
+    let sheet: String = (1..=rows)
+        .map(|r| {
+            format!(
+                r#"<row r="{r}"><c r="A{r}" t="inlineStr"><is><t>row {r}</t></is></c><c r="B{r}"><v>{r}</v></c></row>"#
+            )
+        })
+        .collect();
+    fixtures::xlsx(&sheet)
+}
+
+#[test]
+fn a_worker_answers_what_the_parser_answers() {
+    let options = ExtractOptions::new(10_000);
+    let docx = fixtures::docx("<w:p><w:r><w:t>Isolated but identical</w:t></w:r></w:p>");
+    let isolated = worker(DEFAULT_MEMORY_BYTES).extract(kind("docx"), &docx, &options).expect("spawned");
+    assert_eq!(isolated, sluice_formats::extract(kind("docx"), &docx, &options));
+    assert!(isolated.expect("read").text.expect("text").contains("Isolated but identical"));
+
+    let bomb = fixtures::zip(&[("word/document.xml", "<!DOCTYPE w [<!ENTITY a \"aaaa\">]><w:document/>")]);
+    let refused = worker(DEFAULT_MEMORY_BYTES).extract(kind("docx"), &bomb, &options).expect("spawned");
+    assert_eq!(refused.expect_err("refused").code, RefusalCode::UnsafeContainer("xml_doctype"));
+}
+
+/// Two thousand full pages: PDFium needs about 40 MiB of address space for them.
+fn long_report() -> Vec<u8> {
+    let pages: Vec<String> =
+        (0..2000).map(|p| (0..40).map(|l| format!("Line {l} of page {p} of a long report\n")).collect()).collect();
+    fixtures::pdf(&pages.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+#[test]
+fn the_default_memory_bound_holds_a_two_thousand_page_pdf() {
+    let pdf = long_report();
+    let options = ExtractOptions::new(10_000_000);
+    let extraction = worker(DEFAULT_MEMORY_BYTES).extract(kind("pdf"), &pdf, &options).expect("spawned").expect("read");
+    assert_eq!(extraction.unreadable, None);
+    assert_eq!(extraction.pages, Some(2000));
+}
+
+#[test]
+fn a_file_that_needs_more_memory_than_the_bound_is_unreadable() {
+    let options = ExtractOptions::new(10_000_000);
+    let starved =
+        worker(32 << 20).extract(kind("pdf"), &long_report(), &options).expect("spawned").expect("not refused");
+    assert!(starved.text.is_none(), "a starved worker yielded text");
+    assert_eq!(
+        starved.unreadable.as_deref(),
+        Some("reading the file needed more than 32 MiB of memory and was stopped")
+    );
+
+    let text = "a line of a very long log file\n".repeat(400_000);
+    let starved = worker(16 << 20).extract(kind("txt"), text.as_bytes(), &options).expect("spawned");
+    assert!(starved.expect("not refused").unreadable.expect("a reason").contains("more than 16 MiB"));
+}
+
+#[test]
+fn a_worker_past_its_hard_limit_is_killed_and_the_next_file_still_reads() {
+    // The parsers' own deadline is far away: only the kill can stop this one in time.
+    let options = ExtractOptions { time_limit: Duration::from_secs(600), ..ExtractOptions::new(10_000_000) };
+    let big = spreadsheet(400_000);
+    let impatient = worker(DEFAULT_MEMORY_BYTES).with_hard_time_limit(Duration::from_millis(40));
+    let started = Instant::now();
+    let killed = impatient.extract(kind("xlsx"), &big, &options).expect("spawned").expect("not refused");
+    assert!(started.elapsed() < Duration::from_secs(2), "killed late: {:?}", started.elapsed());
+    assert_eq!(killed.text, None);
+    assert!(killed.unreadable.expect("a reason").contains("hard limit"));
+
+    let tiff = fixtures::tiff(&[(3000, 3000); 4]);
+    let refused = impatient.extract(kind("tiff"), &tiff, &options).expect("spawned");
+    assert_eq!(refused.expect_err("refused").code, RefusalCode::UndecodableImage);
+
+    let small = spreadsheet(3);
+    let read = worker(DEFAULT_MEMORY_BYTES).extract(kind("xlsx"), &small, &options).expect("spawned").expect("read");
+    assert!(read.text.expect("text").contains("row 3\t3"));
+}
