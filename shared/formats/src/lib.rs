@@ -9,6 +9,7 @@ pub mod container;
 pub mod doc;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
+pub mod johab;
 pub mod kinds;
 pub mod markup;
 pub mod msg;

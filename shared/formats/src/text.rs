@@ -98,6 +98,10 @@ pub fn decode(bytes: &[u8], markup: Markup) -> Decoded {
     if let Ok(text) = std::str::from_utf8(bytes) {
         return Decoded { text: text.to_owned(), encoding: UTF_8.name() };
     }
+    // Johab is outside chardetng's knowledge; its strict validity is a sharp test.
+    if let Some(text) = crate::johab::decode_if_johab(bytes) {
+        return Decoded { text, encoding: "Johab" };
+    }
     let mut detector = chardetng::EncodingDetector::new(chardetng::Iso2022JpDetection::Allow);
     detector.feed(bytes, true);
     let encoding = korean_if_japanese_guess_has_no_kana(bytes, detector.guess(None, chardetng::Utf8Detection::Allow));
