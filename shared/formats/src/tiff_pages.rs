@@ -37,6 +37,7 @@ fn check_pages(bytes: &[u8], deadline: std::time::Instant) -> Result<u32, String
     let mut decoder = decoder(bytes)?;
     let mut pages = 1;
     loop {
+        check_data_layout(&mut decoder, bytes.len() as u64).map_err(|e| format!("page {pages}: {e}"))?;
         decoder.read_image().map_err(|e| format!("page {pages} cannot be decoded: {e}"))?;
         if std::time::Instant::now() > deadline {
             return Err("decoding the pages took longer than the time limit".to_owned());
@@ -50,6 +51,38 @@ fn check_pages(bytes: &[u8], deadline: std::time::Instant) -> Result<u32, String
         decoder.next_image().map_err(|e| format!("page {} cannot be read: {e}", pages + 1))?;
         pages += 1;
     }
+}
+
+/// A page's strips (or tiles) must lie inside the file and must not overlap: the decoder
+/// reads only what it needs and would accept a page whose data regions collide, which no
+/// writer produces and fuzzers do.
+fn check_data_layout(decoder: &mut Decoder<Cursor<&[u8]>>, file_len: u64) -> Result<(), String> {
+    use tiff::tags::Tag;
+    let regions = |offsets: Tag, counts: Tag, decoder: &mut Decoder<Cursor<&[u8]>>| match (
+        decoder.find_tag_unsigned_vec::<u64>(offsets),
+        decoder.find_tag_unsigned_vec::<u64>(counts),
+    ) {
+        (Ok(Some(offsets)), Ok(Some(counts))) => Some(offsets.into_iter().zip(counts).collect::<Vec<_>>()),
+        _ => None,
+    };
+    let Some(mut regions) = regions(Tag::StripOffsets, Tag::StripByteCounts, decoder)
+        .or_else(|| regions(Tag::TileOffsets, Tag::TileByteCounts, decoder))
+    else {
+        return Ok(());
+    };
+    regions.retain(|(_, count)| *count > 0);
+    regions.sort_unstable();
+    // Identical regions are a writer's legitimate reuse of one block for equal strips.
+    regions.dedup();
+    for (offset, count) in &regions {
+        if offset.checked_add(*count).is_none_or(|end| end > file_len) {
+            return Err("image data runs past the end of the file".to_owned());
+        }
+    }
+    if regions.windows(2).any(|pair| pair[0].0 + pair[0].1 > pair[1].0) {
+        return Err("two blocks of image data overlap".to_owned());
+    }
+    Ok(())
 }
 
 /// Page `index` (0-based) as a PNG.
