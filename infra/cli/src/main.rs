@@ -175,6 +175,9 @@ fn parse(path: &std::path::Path, mime: Option<&str>, print_text: bool) -> ExitCo
             if let Some(cells) = extraction.cells {
                 verdict["cells"] = cells.into();
             }
+            if let Some(members) = extraction.members {
+                verdict["members"] = members.into();
+            }
             if let Some(encoding) = extraction.encoding {
                 verdict["encoding"] = encoding.into();
             }

@@ -2,7 +2,7 @@
 
 use crate::budget::TextBudget;
 use crate::check::{Refusal, RefusalCode};
-use crate::container::{Container, ContainerLimits};
+use crate::container::{Container, ContainerError, ContainerLimits};
 use crate::kinds::{FileKind, FileType};
 use crate::office::{self, ReadError};
 use crate::sheets;
@@ -29,6 +29,8 @@ pub struct Extraction {
     pub pages: Option<u32>,
     /// Cells read from a spreadsheet.
     pub cells: Option<u64>,
+    /// Files and folders in an archive.
+    pub members: Option<u64>,
 }
 
 /// How much a parse may spend.
@@ -92,8 +94,29 @@ pub fn extract(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Resul
                 ..Extraction::default()
             })
         }
+        FileType::Archive => read_archive(kind, bytes, options),
         _ => read_document(kind, bytes, options),
     }
+}
+
+/// Checks an archive whole; an unsafe or corrupt one is refused, and an accepted one's
+/// text is its list of members.
+fn read_archive(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Result<Extraction, Refusal> {
+    let checked = match kind.extension {
+        "zip" => crate::archive::zip::check(bytes, options.limits, &mut |_, _| Ok(())).map(|checked| checked.listing),
+        _ => crate::archive::tar::check(bytes, options.limits),
+    };
+    let listing = checked.map_err(|error| match error {
+        ContainerError::Unsafe { code, message } => Refusal { code: RefusalCode::UnsafeContainer(code), message },
+        ContainerError::Corrupt(message) => Refusal {
+            code: RefusalCode::UnsafeContainer("corrupt_archive"),
+            message: format!("the archive is corrupt or truncated: {message}"),
+        },
+    })?;
+    let mut budget = TextBudget::new(options.max_chars, options.time_limit);
+    let _ = budget.push(&listing.text());
+    let (text, truncated) = budget.finish();
+    Ok(Extraction { text: Some(text), truncated, members: Some(listing.members.len() as u64), ..Extraction::default() })
 }
 
 fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Result<Extraction, Refusal> {

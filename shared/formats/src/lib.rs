@@ -4,6 +4,7 @@
 //! so the upload function, the parse function and the `sluice parse` command all run the
 //! same rules.
 
+pub mod archive;
 pub mod budget;
 pub mod container;
 pub mod doc;

@@ -7,8 +7,9 @@
 //! accepted); `REFUSE` means refused, or accepted with no text and the reason recorded
 //! (an encrypted document is "unreadable", as the issue asks for password-protected PDFs).
 //! Verdicts written with `?`, `/no-crash` or `/or` are policy choices: only "no crash".
-//! Archive folders are checked for "no crash" here; their verdicts belong to the archive
-//! checker.
+//! Archive folders: a `.tar` (off the allowlist) is gzipped in memory and checked as the
+//! `.tar.gz` it would be uploaded as; a `.bz2` bomb is checked as the file it is (refused by
+//! type) and, decompressed here, as the archive inside it.
 
 use sluice_formats::{ExtractOptions, check_upload, extract};
 use std::path::{Path, PathBuf};
@@ -129,6 +130,87 @@ fn format_verdicts_agree_with_the_manifests() {
     }
     assert!(checked > 40, "only {checked} verdicts were checked");
     assert!(disagreements.is_empty(), "{} disagreements:\n{}", disagreements.len(), disagreements.join("\n"));
+}
+
+/// Archive verdicts written as choices (`?`, `/or`, `/empty`, `*`), each decided here.
+const ARCHIVE_POLICY: &[(&str, Outcome, &str)] = &[
+    ("non_utf8.zip", Outcome::Accepted, "names without the UTF-8 flag are CP437, as the zip format says"),
+    ("zip64_magic_in_filename_1.zip", Outcome::Refused, "its member name holds control characters"),
+    ("misaligned_comment.zip", Outcome::Accepted, "an empty archive with a bad comment length holds nothing"),
+    ("comment_garbage.zip", Outcome::Accepted, "an empty archive with bytes after its end holds nothing"),
+    ("lzma.zip", Outcome::Refused, "only stored and deflated members are read"),
+    ("TestDataArchivesNested.zip", Outcome::Accepted, "nested archives are opaque files, never unpacked"),
+    ("duplicate_dirs.tar", Outcome::Refused, "a path twice is refused, folders too: 'the same path twice'"),
+    ("sparse.tar", Outcome::Refused, "holes count at full size: 77 KB from a 0.6 KB .tar.gz passes the 100x ratio"),
+    ("test-baddirsz.zip", Outcome::Accepted, "the reader recovers from the bad directory size field"),
+    ("test-prefix.zip", Outcome::Refused, "data before the zip: the type check wants the signature at the start"),
+    ("test-trailing-junk.zip", Outcome::Accepted, "bytes after the end record are not part of the archive"),
+    ("dupdir.zip", Outcome::Refused, "'a/b' is both a file and a folder"),
+];
+
+const ARCHIVE_FOLDERS: &[&str] = &["zip2", "tar-rs", "go-archive-testdata", "recursiveextractor"];
+
+/// The archive verdict of `bytes` uploaded as `name`; a `.tar` goes in gzipped.
+fn archive_outcome(name: &str, bytes: &[u8]) -> Outcome {
+    if let Some(stem) = name.strip_suffix(".tar") {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(bytes).expect("gzip");
+        return outcome(&format!("{stem}.tar.gz"), &gz.finish().expect("gzip")).0;
+    }
+    outcome(name, bytes).0
+}
+
+#[test]
+fn archive_verdicts_agree_with_the_manifests() {
+    let dir = corpus_dir();
+    let mut disagreements = Vec::new();
+    let mut checked = 0;
+    for folder in ARCHIVE_FOLDERS {
+        let manifest = std::fs::read_to_string(dir.join(folder).join("MANIFEST.txt")).expect("manifest");
+        for line in manifest.lines() {
+            let columns: Vec<&str> = line.split('|').map(str::trim).collect();
+            if columns.len() < 5 || columns[0] == "file" {
+                continue;
+            }
+            let (file, verdict) = (columns[0], columns[4]);
+            let path = dir.join(folder).join(file);
+            if !path.is_file() {
+                continue;
+            }
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let expected = match (ARCHIVE_POLICY.iter().find(|(f, _, _)| *f == name), verdict) {
+                (Some((_, ours, _)), _) => *ours,
+                (None, "ACCEPT") => Outcome::Accepted,
+                (None, "REFUSE") => Outcome::Refused,
+                (None, "(see header)") => continue,
+                (None, other) => {
+                    panic!("{folder}/{file}: the verdict {other:?} is a choice; decide it in ARCHIVE_POLICY")
+                }
+            };
+            let found = archive_outcome(name, &std::fs::read(&path).expect("read"));
+            checked += 1;
+            if found != expected {
+                disagreements.push(format!("{folder}/{file}: expected {expected:?}, got {found:?}"));
+            }
+        }
+    }
+    assert!(checked >= 50, "only {checked} archive verdicts were checked");
+    assert!(disagreements.is_empty(), "{} disagreements:\n{}", disagreements.len(), disagreements.join("\n"));
+}
+
+#[test]
+fn the_compressed_bombs_are_refused_once_decompressed() {
+    let dir = corpus_dir().join("recursiveextractor");
+    for (bomb, inner_name) in [("10GB.zip.bz2", "10GB.zip"), ("10GB.gz.bz2", "10GB.tar.gz")] {
+        use std::io::Read;
+        let packed = std::fs::read(dir.join(bomb)).expect("bomb");
+        let mut inner = Vec::new();
+        bzip2::read::BzDecoder::new(packed.as_slice()).take(256 << 20).read_to_end(&mut inner).expect("bunzip2");
+        let started = Instant::now();
+        assert_eq!(outcome(inner_name, &inner).0, Outcome::Refused, "{inner_name} ({} bytes)", inner.len());
+        assert!(started.elapsed() < Duration::from_secs(20), "{inner_name} took {:?}", started.elapsed());
+    }
 }
 
 #[test]

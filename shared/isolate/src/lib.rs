@@ -7,14 +7,14 @@
 //! with `setrlimit`, reads one job from stdin, writes one JSON line to stdout and exits; the
 //! parent kills it at the wall-clock deadline. Whatever the worker does, the parent keeps
 //! serving, and the file is answered as unreadable (a TIFF, which must be decodable, is
-//! refused as undecodable).
+//! refused as undecodable, and an archive, which must be checked to the end, as uncheckable).
 //!
 //! Every `main` whose process builds an [`Extractor::current_exe`] calls
 //! [`serve_if_worker`] first, before it starts a runtime or reads its configuration.
 
 use serde::{Deserialize, Serialize};
 use sluice_formats::kinds::Family;
-use sluice_formats::{ExtractOptions, Extraction, FileKind, Refusal, RefusalCode};
+use sluice_formats::{ExtractOptions, Extraction, FileKind, FileType, Refusal, RefusalCode};
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -211,6 +211,13 @@ fn answer(kind: &FileKind, ended: Ended, hard_time_limit: Duration, memory_bytes
         return Err(Refusal {
             code: RefusalCode::UndecodableImage,
             message: format!("the image could not be decoded: {reason}"),
+        });
+    }
+    // An archive is accepted only when it was checked to the end.
+    if kind.file_type == FileType::Archive {
+        return Err(Refusal {
+            code: RefusalCode::UnsafeContainer("uncheckable_archive"),
+            message: format!("the archive could not be checked: {reason}"),
         });
     }
     Ok(Extraction { unreadable: Some(reason), ..Extraction::default() })
