@@ -8,7 +8,7 @@ use lambda_http::{Body, Request, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use sluice_domain::{AttachmentRef, Caller, safe_filename};
+use sluice_domain::{AttachmentRef, Caller, safe_filename, workspace_folder};
 use sluice_formats::{ExtractOptions, check_upload, preview};
 use sluice_store::{ChatFile, NewChatFile};
 use sluice_web::{body_bytes, json_response};
@@ -50,6 +50,11 @@ impl From<ChatFile> for FileView {
             file.created_at,
             dimensions,
         );
+        let reference = if file.file_type == "archive" {
+            reference.unpacked_into(workspace_folder(file.id, &file.filename))
+        } else {
+            reference
+        };
         Self {
             id: file.id,
             filename: file.filename,

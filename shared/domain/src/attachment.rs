@@ -23,6 +23,10 @@ pub struct AttachmentRef {
     pub width: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub height: Option<u32>,
+    /// For an archive: the workspace folder its members are unpacked into (members keep
+    /// their paths under it; the list is the file's text), so the runner decides no path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace_folder: Option<String>,
 }
 
 impl AttachmentRef {
@@ -48,6 +52,13 @@ impl AttachmentRef {
             read_policy: "owner_checked_upload",
             width: dimensions.map(|d| d.0),
             height: dimensions.map(|d| d.1),
+            workspace_folder: None,
         }
+    }
+
+    /// The reference of an archive, naming the folder it unpacks into.
+    pub fn unpacked_into(mut self, folder: String) -> Self {
+        self.workspace_folder = Some(folder);
+        self
     }
 }

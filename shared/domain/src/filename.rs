@@ -23,6 +23,20 @@ pub fn safe_filename(name: &str) -> String {
     truncate_keeping_extension(&safe)
 }
 
+/// The workspace folder an archive is unpacked into, as the seed names it:
+/// `uploads/<first 8 hex of the file id>-<archive name without its extension>/`, the name
+/// made safe. `repo.zip` with id `3f2a1b9c-…` is `uploads/3f2a1b9c-repo/`.
+pub fn workspace_folder(id: uuid::Uuid, archive_name: &str) -> String {
+    let safe = safe_filename(archive_name);
+    let lower = safe.to_lowercase();
+    let stem_len = [".tar.gz", ".tgz", ".zip"]
+        .iter()
+        .find(|ext| lower.ends_with(*ext))
+        .map_or(safe.len(), |ext| safe.len() - ext.len());
+    let stem = if stem_len == 0 { "archive" } else { &safe[..stem_len] };
+    format!("uploads/{}-{stem}/", &id.simple().to_string()[..8])
+}
+
 fn truncate_keeping_extension(name: &str) -> String {
     if name.len() <= MAX_NAME_BYTES {
         return name.to_owned();
@@ -38,6 +52,15 @@ fn truncate_keeping_extension(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_archive_unpacks_into_its_own_folder() {
+        let id = uuid::Uuid::parse_str("3f2a1b9c-0000-4000-8000-000000000000").expect("uuid");
+        assert_eq!(workspace_folder(id, "repo.zip"), "uploads/3f2a1b9c-repo/");
+        assert_eq!(workspace_folder(id, "Site Backup.TAR.GZ"), "uploads/3f2a1b9c-Site_Backup/");
+        assert_eq!(workspace_folder(id, "../../x.tgz"), "uploads/3f2a1b9c-x/");
+        assert_eq!(workspace_folder(id, "notes 2.tgz"), "uploads/3f2a1b9c-notes_2/");
+    }
 
     #[test]
     fn traversal_becomes_one_component() {

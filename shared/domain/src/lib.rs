@@ -11,4 +11,4 @@ pub use attachment::AttachmentRef;
 pub use blocking::BlockingPool;
 pub use caller::Caller;
 pub use config::{Config, ConfigError};
-pub use filename::safe_filename;
+pub use filename::{safe_filename, workspace_folder};

@@ -102,3 +102,291 @@ pub fn tiff(pages: &[(u32, u32)]) -> Vec<u8> {
     }
     out.into_inner()
 }
+
+/// One member of a zip built byte by byte, so that tests can write what no zip writer
+/// would: duplicate names, links, lying headers.
+#[derive(Debug, Clone)]
+pub struct RawZipEntry {
+    pub name: Vec<u8>,
+    pub data: Vec<u8>,
+    /// General-purpose flags (bit 0: encrypted).
+    pub flags: u16,
+    /// A Unix mode in the external attributes (file type bits included).
+    pub unix_mode: Option<u32>,
+    /// The name the local header gives, when it is to disagree with the directory.
+    pub local_name: Option<Vec<u8>>,
+    pub deflate: bool,
+}
+
+impl RawZipEntry {
+    pub fn file(name: impl AsRef<[u8]>, data: impl AsRef<[u8]>) -> Self {
+        Self {
+            name: name.as_ref().to_vec(),
+            data: data.as_ref().to_vec(),
+            flags: 0,
+            unix_mode: None,
+            local_name: None,
+            deflate: false,
+        }
+    }
+
+    pub fn folder(name: &str) -> Self {
+        Self::file(format!("{}/", name.trim_end_matches('/')), b"")
+    }
+
+    pub fn mode(mut self, mode: u32) -> Self {
+        self.unix_mode = Some(mode);
+        self
+    }
+
+    pub fn flags(mut self, flags: u16) -> Self {
+        self.flags = flags;
+        self
+    }
+
+    pub fn local_name(mut self, name: &str) -> Self {
+        self.local_name = Some(name.as_bytes().to_vec());
+        self
+    }
+
+    pub fn deflated(mut self) -> Self {
+        self.deflate = true;
+        self
+    }
+}
+
+fn deflate(data: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(data).expect("deflate");
+    encoder.finish().expect("deflate")
+}
+
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = flate2::Crc::new();
+    crc.update(data);
+    crc.sum()
+}
+
+/// The local header of a member (without its data).
+fn local_header(name: &[u8], method: u16, flags: u16, crc: u32, packed: u32, size: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(30 + name.len());
+    out.extend_from_slice(&[0x50, 0x4b, 0x03, 0x04, 20, 0]);
+    out.extend_from_slice(&flags.to_le_bytes());
+    out.extend_from_slice(&method.to_le_bytes());
+    out.extend_from_slice(&[0, 0, 0x21, 0]);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&packed.to_le_bytes());
+    out.extend_from_slice(&size.to_le_bytes());
+    out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(name);
+    out
+}
+
+/// A central-directory record.
+#[allow(clippy::too_many_arguments)]
+fn directory_record(
+    name: &[u8],
+    method: u16,
+    flags: u16,
+    crc: u32,
+    packed: u32,
+    size: u32,
+    mode: Option<u32>,
+    at: u32,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(46 + name.len());
+    let made_by: u16 = if mode.is_some() { 0x031e } else { 20 };
+    out.extend_from_slice(&[0x50, 0x4b, 0x01, 0x02]);
+    out.extend_from_slice(&made_by.to_le_bytes());
+    out.extend_from_slice(&[20, 0]);
+    out.extend_from_slice(&flags.to_le_bytes());
+    out.extend_from_slice(&method.to_le_bytes());
+    out.extend_from_slice(&[0, 0, 0x21, 0]);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&packed.to_le_bytes());
+    out.extend_from_slice(&size.to_le_bytes());
+    out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(&(mode.unwrap_or(0) << 16).to_le_bytes());
+    out.extend_from_slice(&at.to_le_bytes());
+    out.extend_from_slice(name);
+    out
+}
+
+fn end_record(entries: usize, directory_len: usize, directory_at: usize) -> Vec<u8> {
+    let mut out = vec![0x50, 0x4b, 0x05, 0x06, 0, 0, 0, 0];
+    out.extend_from_slice(&(entries as u16).to_le_bytes());
+    out.extend_from_slice(&(entries as u16).to_le_bytes());
+    out.extend_from_slice(&(directory_len as u32).to_le_bytes());
+    out.extend_from_slice(&(directory_at as u32).to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out
+}
+
+/// A zip of `entries`, written byte by byte.
+pub fn raw_zip(entries: &[RawZipEntry]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut directory = Vec::new();
+    for entry in entries {
+        let packed = if entry.deflate { deflate(&entry.data) } else { entry.data.clone() };
+        let method = if entry.deflate { 8 } else { 0 };
+        let crc = crc32(&entry.data);
+        let local_name = entry.local_name.as_deref().unwrap_or(&entry.name);
+        let (packed_len, size) = (packed.len() as u32, entry.data.len() as u32);
+        directory.extend(directory_record(
+            &entry.name,
+            method,
+            entry.flags,
+            crc,
+            packed_len,
+            size,
+            entry.unix_mode,
+            out.len() as u32,
+        ));
+        out.extend(local_header(local_name, method, entry.flags, crc, packed_len, size));
+        out.extend(packed);
+    }
+    let directory_at = out.len();
+    out.extend_from_slice(&directory);
+    out.extend(end_record(entries.len(), directory.len(), directory_at));
+    out
+}
+
+/// An overlapping-file bomb: `members` local headers in a row, then one deflated block of
+/// `kernel_bytes` zeros that every member's data runs into, so each member would inflate
+/// the whole kernel (after the headers that follow its own).
+pub fn overlapping_zip(members: usize, kernel_bytes: usize) -> Vec<u8> {
+    let kernel = deflate(&vec![0u8; kernel_bytes]);
+    let names: Vec<String> = (0..members).map(|i| format!("part{i:05}.bin")).collect();
+    let header_len = |name: &str| 30 + name.len();
+    let headers_len: usize = names.iter().map(|n| header_len(n)).sum();
+    let mut out = Vec::new();
+    let mut directory = Vec::new();
+    for name in &names {
+        let at = out.len();
+        let packed = (headers_len + kernel.len() - at - header_len(name)) as u32;
+        let size = kernel_bytes as u32;
+        out.extend(local_header(name.as_bytes(), 8, 0, 0, packed, size));
+        directory.extend(directory_record(name.as_bytes(), 8, 0, 0, packed, size, None, at as u32));
+    }
+    out.extend_from_slice(&kernel);
+    let directory_at = out.len();
+    out.extend_from_slice(&directory);
+    out.extend(end_record(members, directory.len(), directory_at));
+    out
+}
+
+/// One member of a hand-built tar: name, type flag (`b'0'` file, `b'5'` folder, `b'2'`
+/// symlink …) and data.
+pub type RawTarEntry<'a> = (&'a [u8], u8, &'a [u8]);
+
+/// A gzipped ustar archive of `entries`, written byte by byte.
+pub fn tar_gz(entries: &[RawTarEntry<'_>]) -> Vec<u8> {
+    let mut tar = Vec::new();
+    for (name, kind, data) in entries {
+        let mut header = [0u8; 512];
+        header[..name.len().min(100)].copy_from_slice(&name[..name.len().min(100)]);
+        header[100..108].copy_from_slice(b"0000644\0");
+        header[108..116].copy_from_slice(b"0001750\0");
+        header[116..124].copy_from_slice(b"0001750\0");
+        header[124..136].copy_from_slice(format!("{:011o}\0", data.len()).as_bytes());
+        header[136..148].copy_from_slice(b"14712345670\0");
+        header[148..156].copy_from_slice(b"        ");
+        header[156] = *kind;
+        if matches!(kind, b'1' | b'2') {
+            header[157..163].copy_from_slice(b"target");
+        }
+        header[257..265].copy_from_slice(b"ustar\x0000");
+        let sum: u32 = header.iter().map(|b| u32::from(*b)).sum();
+        header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        tar.extend_from_slice(&header);
+        tar.extend_from_slice(data);
+        tar.resize(tar.len().div_ceil(512) * 512, 0);
+    }
+    tar.resize(tar.len() + 1024, 0);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&tar).expect("gzip");
+    gz.finish().expect("gzip")
+}
+
+/// Bytes that do not compress: a stream from a small linear congruential generator.
+pub fn incompressible(len: usize) -> Vec<u8> {
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..len)
+        .map(|_| {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) as u8
+        })
+        .collect()
+}
+
+/// One hostile archive per refusal rule, zip and tar.gz: `(upload name, bytes, reason code)`.
+pub fn hostile_archives() -> Vec<(&'static str, Vec<u8>, &'static str)> {
+    const MIB: usize = 1 << 20;
+    fn file(name: impl AsRef<[u8]>, data: impl AsRef<[u8]>) -> RawZipEntry {
+        RawZipEntry::file(name, data)
+    }
+    let tar_file = |name: &'static [u8]| -> RawTarEntry<'static> { (name, b'0', b"data") };
+    // 51 MiB that packs into about 1 MiB: over the member limit before the ratio.
+    let big_member = [incompressible(MIB), vec![0u8; 50 * MIB]].concat();
+    // Five 41 MiB members, each about half a MiB packed: over 200 MiB before the ratio.
+    let bulky = [incompressible(MIB / 2), vec![0u8; 41 * MIB - MIB / 2]].concat();
+    let bulky_zip: Vec<RawZipEntry> = (0..5).map(|i| file(format!("bulk{i}.bin"), &bulky).deflated()).collect();
+    let many: Vec<RawZipEntry> = (0..5001).map(|i| file(format!("f{i}.txt"), b"")).collect();
+    let many_names: Vec<Vec<u8>> = (0..5001).map(|i| format!("f{i}.txt").into_bytes()).collect();
+    let many_tar: Vec<RawTarEntry<'_>> = many_names.iter().map(|n| (n.as_slice(), b'0', &b""[..])).collect();
+    let whole = raw_zip(&[file("a.txt", b"hello")]);
+    let cut_tar = tar_gz(&[tar_file(b"a.txt")]);
+    vec![
+        ("traversal.zip", raw_zip(&[file("../evil.txt", b"x")]), "path_traversal"),
+        ("traversal.tar.gz", tar_gz(&[tar_file(b"a/../../evil.txt")]), "path_traversal"),
+        ("absolute.zip", raw_zip(&[file("/etc/cron.d/x", b"x")]), "absolute_path"),
+        ("absolute.tgz", tar_gz(&[tar_file(b"/etc/cron.d/x")]), "absolute_path"),
+        ("drive.zip", raw_zip(&[file("C:/Windows/x.txt", b"x")]), "colon_in_path"),
+        ("drive.tar.gz", tar_gz(&[tar_file(b"C:/Windows/x.txt")]), "colon_in_path"),
+        ("backslash.zip", raw_zip(&[file("a\\..\\b.txt", b"x")]), "backslash_in_path"),
+        ("backslash.tar.gz", tar_gz(&[tar_file(b"a\\b.txt")]), "backslash_in_path"),
+        ("control.zip", raw_zip(&[file("a\u{1}b.txt", b"x")]), "control_character_in_path"),
+        ("delete.tar.gz", tar_gz(&[tar_file(b"a\x7fb.txt")]), "control_character_in_path"),
+        ("symlink.zip", raw_zip(&[file("link", b"/etc/passwd").mode(0o120777)]), "symlink"),
+        ("symlink.tar.gz", tar_gz(&[(b"link", b'2', b"")]), "symlink"),
+        ("hardlink.tar.gz", tar_gz(&[(b"hard", b'1', b"")]), "hardlink"),
+        ("fifo.zip", raw_zip(&[file("pipe", b"").mode(0o010644)]), "special_file"),
+        ("device.tar.gz", tar_gz(&[(b"null", b'3', b"")]), "special_file"),
+        ("fifo.tar.gz", tar_gz(&[(b"pipe", b'6', b"")]), "special_file"),
+        ("twice.zip", raw_zip(&[file("a.txt", b"1"), file("a.txt", b"2")]), "duplicate_path"),
+        ("twice.tar.gz", tar_gz(&[tar_file(b"a.txt"), tar_file(b"a.txt")]), "duplicate_path"),
+        ("case.zip", raw_zip(&[file("Read.me", b"1"), file("READ.ME", b"2")]), "duplicate_path"),
+        ("case.tar.gz", tar_gz(&[tar_file(b"src/App.py"), tar_file(b"SRC/app.py")]), "duplicate_path"),
+        ("unicode.zip", raw_zip(&[file("caf\u{e9}.txt", b"1"), file("cafe\u{301}.txt", b"2")]), "duplicate_path"),
+        (
+            "unicode.tar.gz",
+            tar_gz(&[tar_file("caf\u{e9}".as_bytes()), tar_file("cafe\u{301}".as_bytes())]),
+            "duplicate_path",
+        ),
+        ("clash.zip", raw_zip(&[file("a", b"1"), file("a/b.txt", b"2")]), "file_folder_clash"),
+        ("clash.tar.gz", tar_gz(&[tar_file(b"a/b.txt"), (b"a/b.txt/", b'5', b"")]), "file_folder_clash"),
+        ("encrypted.zip", raw_zip(&[file("secret.txt", b"xx").flags(1)]), "encrypted_member"),
+        ("many.zip", raw_zip(&many), "too_many_entries"),
+        ("many.tar.gz", tar_gz(&many_tar), "too_many_entries"),
+        ("bomb.zip", raw_zip(&[file("zeros.bin", vec![0u8; 10 * MIB]).deflated()]), "ratio_exceeded"),
+        ("bomb.tar.gz", tar_gz(&[(b"zeros.bin", b'0', &vec![0u8; 10 * MIB])]), "ratio_exceeded"),
+        ("member.zip", raw_zip(&[file("big.bin", &big_member).deflated()]), "member_too_large"),
+        ("member.tar.gz", tar_gz(&[(b"big.bin", b'0', &big_member)]), "member_too_large"),
+        ("bulky.zip", raw_zip(&bulky_zip), "too_large_unpacked"),
+        ("overlap.zip", overlapping_zip(2, 64 * 1024), "overlapping_entries"),
+        ("mismatch.zip", raw_zip(&[file("a.txt", b"x").local_name("b.txt")]), "header_mismatch"),
+        ("truncated.zip", whole[..whole.len() - 10].to_vec(), "corrupt_archive"),
+        ("truncated.tar.gz", cut_tar[..cut_tar.len() / 2].to_vec(), "corrupt_archive"),
+        (
+            "notatar.tar.gz",
+            {
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                gz.write_all(b"just some text, not a tar archive at all").expect("gzip");
+                gz.finish().expect("gzip")
+            },
+            "corrupt_archive",
+        ),
+    ]
+}
