@@ -77,6 +77,19 @@ impl Stack {
         (status, response.json().await.expect("a JSON answer"))
     }
 
+    /// What is stored for `user`: objects under their prefix and rows in `chat_files`.
+    pub async fn stored_for(&self, user: &User) -> (usize, i64) {
+        let objects = self.keys_under(&format!("media/{}/", user.id)).await.len();
+        let rows = self
+            .db()
+            .await
+            .query_one("SELECT count(*) FROM chat_files WHERE user_id = $1", &[&user.id])
+            .await
+            .expect("count rows")
+            .get(0);
+        (objects, rows)
+    }
+
     pub async fn db(&self) -> tokio_postgres::Client {
         let (client, connection) =
             tokio_postgres::connect(&self.database_url, tokio_postgres::NoTls).await.expect("connect to the database");
