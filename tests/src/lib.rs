@@ -12,6 +12,7 @@ pub struct Stack {
     pub http: reqwest::Client,
     pub s3: aws_sdk_s3::Client,
     pub kms: aws_sdk_kms::Client,
+    pub sqs: aws_sdk_sqs::Client,
     pub bucket: String,
     pub database_url: String,
 }
@@ -30,6 +31,7 @@ impl Stack {
             http: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("http client"),
             s3: sluice_blob::s3_client(&sdk),
             kms: aws_sdk_kms::Client::new(&sdk),
+            sqs: aws_sdk_sqs::Client::new(&sdk),
             bucket: required("SLUICE_BUCKET"),
             database_url: required("DATABASE_URL"),
         }
@@ -75,6 +77,82 @@ impl Stack {
             .expect("upload request");
         let status = response.status().as_u16();
         (status, response.json().await.expect("a JSON answer"))
+    }
+
+    /// `POST /files/uploads`: the status and the JSON answer.
+    pub async fn intent(&self, user: &User, body: serde_json::Value) -> (u16, serde_json::Value) {
+        let response = self
+            .http
+            .post(self.url("/files/uploads"))
+            .header("authorization", user.bearer())
+            .json(&body)
+            .send()
+            .await
+            .expect("intent request");
+        let status = response.status().as_u16();
+        (status, response.json().await.expect("a JSON answer"))
+    }
+
+    /// PUTs `bytes` to an intent's presigned URL with exactly the headers it names; the
+    /// status S3 answered.
+    pub async fn put_presigned(&self, intent: &serde_json::Value, bytes: Vec<u8>) -> u16 {
+        let upload = &intent["upload"];
+        let mut request = self.http.put(upload["url"].as_str().expect("a url"));
+        for (name, value) in upload["headers"].as_object().expect("headers") {
+            if !name.eq_ignore_ascii_case("content-length") {
+                request = request.header(name.as_str(), value.as_str().expect("a header value"));
+            }
+        }
+        request.body(bytes).send().await.expect("PUT").status().as_u16()
+    }
+
+    /// `GET /files/{id}` once the parse step has judged the file (status no longer
+    /// `pending`); fails after 60 seconds.
+    pub async fn settled(&self, user: &User, id: &str) -> serde_json::Value {
+        let started = std::time::Instant::now();
+        loop {
+            let response = self
+                .http
+                .get(self.url(&format!("/files/{id}")))
+                .header("authorization", user.bearer())
+                .send()
+                .await
+                .expect("GET file");
+            assert_eq!(response.status().as_u16(), 200, "the file is gone");
+            let file: serde_json::Value = response.json().await.expect("JSON");
+            if file["status"] != "pending" {
+                return file;
+            }
+            assert!(started.elapsed() < std::time::Duration::from_secs(60), "still pending after 60 s: {file}");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until the queue `name` holds no message, visible or in flight; fails after 60 s.
+    pub async fn drained(&self, name: &str) {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let url = self.sqs.get_queue_url().queue_name(name).send().await.expect("queue url");
+        let url = url.queue_url().expect("url").to_owned();
+        let started = std::time::Instant::now();
+        loop {
+            let attributes = self
+                .sqs
+                .get_queue_attributes()
+                .queue_url(&url)
+                .attribute_names(A::ApproximateNumberOfMessages)
+                .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+                .send()
+                .await
+                .expect("queue attributes");
+            let count = |name: A| {
+                attributes.attributes().and_then(|a| a.get(&name)).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+            };
+            if count(A::ApproximateNumberOfMessages) + count(A::ApproximateNumberOfMessagesNotVisible) == 0 {
+                return;
+            }
+            assert!(started.elapsed() < std::time::Duration::from_secs(60), "{name} did not drain");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
     }
 
     /// What is stored for `user`: objects under their prefix and rows in `chat_files`.

@@ -19,8 +19,13 @@ pub enum UploadError {
     Invalid { field: &'static str, message: String },
     #[error("the file is larger than {limit_bytes} bytes")]
     TooLarge { limit_bytes: u64 },
+    #[error("the declared size is larger than {limit_bytes} bytes")]
+    DeclaredTooLarge { limit_bytes: u64 },
     #[error("file refused: {}", .0.message)]
     Refused(Refusal),
+    /// A presigned upload's declaration refused; the field is the one at fault.
+    #[error("declaration refused: {}", .1.message)]
+    DeclarationRefused(&'static str, Refusal),
     #[error("files cannot be attached: {0:?}")]
     NotAttachable(Vec<Uuid>),
     #[error(transparent)]
@@ -53,6 +58,17 @@ impl UploadError {
                 ApiError::new(413, "file_too_large", format!("the file is larger than the {mb} MB limit"))
                     .field("file", format!("larger than {mb} MB (CHAT_MAX_UPLOAD_SIZE_MB)"))
                     .detail("limit_bytes", limit_bytes)
+            }
+            Self::DeclaredTooLarge { limit_bytes } => {
+                let mb = limit_bytes / (1024 * 1024);
+                ApiError::new(413, "file_too_large", format!("the declared size is over the {mb} MB limit"))
+                    .field("size", format!("larger than {mb} MB (CHAT_MAX_UPLOAD_SIZE_MB)"))
+                    .detail("limit_bytes", limit_bytes)
+            }
+            Self::DeclarationRefused(field, refusal) => {
+                ApiError::new(415, "unsupported_media_type", refusal.message.clone())
+                    .field(field, refusal.message)
+                    .detail("reason", refusal.code.as_str())
             }
             Self::Refused(refusal) => {
                 // An empty file or an unsafe container is a bad request; a wrong type is 415.

@@ -7,9 +7,7 @@ use bytes::Bytes;
 use lambda_http::{Body, Request, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use sluice_domain::{AttachmentRef, Caller, safe_filename, workspace_folder};
-use sluice_formats::{ExtractOptions, check_upload, preview};
 use sluice_store::{ChatFile, NewChatFile};
 use sluice_web::{body_bytes, json_response};
 use std::time::Duration;
@@ -81,37 +79,20 @@ pub async fn upload(state: &AppState, caller: &Caller, request: Request) -> Resu
         _ => Bytes::new(),
     };
     let file = read_file_part(content_type.as_deref(), body, state.config.chat_max_upload_bytes).await?;
-    let accepted =
-        check_upload(&file.filename, file.declared_mime.as_deref(), &file.bytes).map_err(UploadError::Refused)?;
-
-    let options = ExtractOptions::new(state.config.parsed_text_max_chars);
-    let (bytes, extractor) = (file.bytes.clone(), state.extractor.clone());
-    let (extraction, checksum) = state
+    let (bytes, extractor, max_chars) =
+        (file.bytes.clone(), state.extractor.clone(), state.config.parsed_text_max_chars);
+    let declared = file.declared_mime.clone();
+    let filename = file.filename.clone();
+    let content = state
         .pool
-        .run(move || (extractor.extract(accepted.kind, &bytes, &options), hex::encode(Sha256::digest(&bytes))))
+        .run(move || extractor.inspect(&filename, declared.as_deref(), &bytes, max_chars))
         .await
-        .map_err(|_| UploadError::Blocking)?;
-    let extraction = extraction?.map_err(UploadError::Refused)?;
+        .map_err(|_| UploadError::Blocking)??
+        .map_err(UploadError::Refused)?;
 
     let id = Uuid::new_v4();
     let storage_path = format!("media/{}/{}_{}", caller.user_id, id.simple(), safe_filename(&file.filename));
-    let dimensions = extraction.dimensions.and_then(|(w, h)| Some((i32::try_from(w).ok()?, i32::try_from(h).ok()?)));
-    let new = NewChatFile {
-        id,
-        user_id: caller.user_id,
-        filename: file.filename,
-        mime_type: accepted.canonical_mime().to_owned(),
-        size: file.bytes.len() as i64,
-        storage_path,
-        file_type: accepted.file_type().as_str().to_owned(),
-        status: "ready",
-        preview: extraction.text.as_deref().and_then(preview),
-        parsed_content: extraction.text,
-        checksum_sha256: Some(checksum),
-        parse_note: extraction.unreadable,
-        width: dimensions.map(|d| d.0),
-        height: dimensions.map(|d| d.1),
-    };
+    let new = NewChatFile { id, user_id: caller.user_id, filename: file.filename, storage_path, content };
     let row = store_and_record(state, new, file.bytes).await?;
     Ok(json_response(201, &FileView::from(row)))
 }
@@ -122,7 +103,7 @@ pub async fn upload(state: &AppState, caller: &Caller, request: Request) -> Resu
 async fn store_and_record(state: &AppState, new: NewChatFile, bytes: Bytes) -> Result<ChatFile, UploadError> {
     let (db, blob) = (state.db.clone(), state.blob.clone());
     let unit = tokio::spawn(async move {
-        blob.put_encrypted(&new.storage_path, bytes, &new.mime_type).await?;
+        blob.put_encrypted(&new.storage_path, bytes, &new.content.mime_type).await?;
         match db.insert_chat_file(&new).await {
             Ok(row) => Ok(row),
             Err(error) => {

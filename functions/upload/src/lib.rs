@@ -4,6 +4,7 @@
 
 mod error;
 mod files;
+mod intents;
 mod multipart;
 
 pub use error::UploadError;
@@ -50,6 +51,7 @@ impl AppState {
 #[derive(Debug, PartialEq, Eq)]
 enum Route {
     Upload,
+    UploadIntent,
     File(Uuid),
     FileContent(Uuid),
     FileText(Uuid),
@@ -66,6 +68,7 @@ fn route(method: &str, path: &str) -> Option<Route> {
     let file_id = |s: &str| Uuid::parse_str(s).ok();
     Some(match (method, segments.as_slice()) {
         ("POST", ["files", "upload"]) => Route::Upload,
+        ("POST", ["files", "uploads"]) => Route::UploadIntent,
         ("GET", ["files", id]) => file_id(id).map_or(Route::NoSuchFile, Route::File),
         ("GET", ["files", id, "content"]) => file_id(id).map_or(Route::NoSuchFile, Route::FileContent),
         ("GET", ["files", id, "text"]) => file_id(id).map_or(Route::NoSuchFile, Route::FileText),
@@ -87,6 +90,7 @@ pub async fn handle(state: &AppState, request: Request) -> Response<Body> {
         let path = request.uri().path().to_owned();
         match route(&method, &path).ok_or(UploadError::NoRoute)? {
             Route::Upload => files::upload(state, &caller, request).await,
+            Route::UploadIntent => intents::create(state, &caller, &request).await,
             Route::File(id) => files::get(state, &caller, id).await,
             Route::FileContent(id) => files::content(state, &caller, id).await,
             Route::FileText(id) => files::text(state, &caller, id).await,
@@ -108,6 +112,7 @@ mod tests {
     fn routes_are_decided_by_method_and_path() {
         let id = Uuid::new_v4();
         assert_eq!(route("POST", "/api/v1/files/upload"), Some(Route::Upload));
+        assert_eq!(route("POST", "/api/v1/files/uploads"), Some(Route::UploadIntent));
         assert_eq!(route("GET", &format!("/api/v1/files/{id}")), Some(Route::File(id)));
         assert_eq!(route("GET", &format!("/api/v1/files/{id}/content")), Some(Route::FileContent(id)));
         assert_eq!(route("DELETE", &format!("/api/v1/files/{id}/")), Some(Route::DeleteFile(id)));

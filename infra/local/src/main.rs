@@ -4,6 +4,9 @@ use std::sync::Arc;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
+/// The parse function's SQS batch size, as `template.yaml` sets it.
+const PARSE_BATCH_SIZE: i32 = 5;
+
 fn main() -> Result<(), Error> {
     // The functions served here parse in workers that are this binary, as in Lambda.
     sluice_isolate::serve_if_worker();
@@ -20,10 +23,21 @@ async fn serve() -> Result<(), Error> {
     sluice_local::resources::ensure_bucket(&s3, &bucket).await?;
     let key = sluice_local::resources::configured_kms_key(&kms).await?;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let mut queue_urls = std::collections::HashMap::new();
     for spec in sluice_local::resources::QUEUES {
         let url = sluice_local::resources::ensure_queue(&sqs, spec).await?;
         tracing::info!(queue = spec.name, url, "queue ready");
+        queue_urls.insert(spec.name, url);
     }
+    let parse_queue_url = queue_urls.remove("sluice-parse").ok_or("the parse queue is missing")?;
+    let parse_queue_arn = sluice_local::resources::queue_arn(&sqs, &parse_queue_url).await?;
+    sluice_local::resources::ensure_upload_notifications(
+        &s3,
+        &bucket,
+        &parse_queue_arn,
+        sluice_domain::CHAT_UPLOAD_PREFIX,
+    )
+    .await?;
     // The functions read their key from SLUICE_KMS_KEY_ID, as they do in AWS.
     let config = sluice_domain::Config::from_lookup(|name| match name {
         "SLUICE_KMS_KEY_ID" => Some(key.clone()),
@@ -33,6 +47,17 @@ async fn serve() -> Result<(), Error> {
     let db = sluice_store::Db::connect(&database_url, 16).await?;
     let blob = sluice_blob::Blob::new(s3, bucket.clone(), key.clone());
     let extractor = sluice_isolate::Extractor::current_exe(config.parse_max_memory_bytes)?;
+    let parse = Arc::new(sluice_parse::State::new(config.clone(), db.clone(), blob.clone(), extractor.clone()));
+    let source = sluice_local::pollers::Source {
+        queue_url: parse_queue_url,
+        queue_arn: parse_queue_arn,
+        batch_size: PARSE_BATCH_SIZE,
+        region: sdk.region().map(|r| r.to_string()).unwrap_or_else(|| "us-east-1".to_owned()),
+    };
+    tokio::spawn(sluice_local::pollers::poll(sqs.clone(), source, move |event| {
+        let parse = parse.clone();
+        async move { sluice_parse::handle(&parse, event).await }
+    }));
     let door = sluice_local::door::Door {
         body_cap_bytes: config.request_body_cap_bytes(),
         upload: sluice_upload::AppState::new(config, db, blob, extractor),

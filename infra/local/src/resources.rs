@@ -112,3 +112,50 @@ pub async fn ensure_queue(sqs: &aws_sdk_sqs::Client, spec: &QueueSpec) -> Result
         .map_err(|e| failed("queue", e))?;
     queue.queue_url().map(str::to_owned).ok_or_else(|| failed("queue", "no url"))
 }
+
+/// The ARN of the queue at `url`.
+pub async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String, ResourceError> {
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| failed("queue arn", e))?;
+    attributes
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+        .ok_or_else(|| failed("queue arn", "none"))
+}
+
+/// S3 notifies the queue `queue_arn` of every object created or removed under `prefix`,
+/// as `template.yaml` configures the bucket.
+pub async fn ensure_upload_notifications(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    queue_arn: &str,
+    prefix: &str,
+) -> Result<(), ResourceError> {
+    use aws_sdk_s3::types::{
+        Event, FilterRule, FilterRuleName, NotificationConfiguration, NotificationConfigurationFilter,
+        QueueConfiguration, S3KeyFilter,
+    };
+    let rule = FilterRule::builder().name(FilterRuleName::Prefix).value(prefix).build();
+    let queue = QueueConfiguration::builder()
+        .id("sluice-uploads-to-parse")
+        .queue_arn(queue_arn)
+        .events(Event::from("s3:ObjectCreated:*"))
+        .events(Event::from("s3:ObjectRemoved:*"))
+        .filter(
+            NotificationConfigurationFilter::builder().key(S3KeyFilter::builder().filter_rules(rule).build()).build(),
+        )
+        .build()
+        .map_err(|e| failed("bucket notification", e))?;
+    s3.put_bucket_notification_configuration()
+        .bucket(bucket)
+        .notification_configuration(NotificationConfiguration::builder().queue_configurations(queue).build())
+        .send()
+        .await
+        .map_err(|e| failed("bucket notification", e))?;
+    Ok(())
+}

@@ -17,6 +17,8 @@ pub enum BlobError {
     Presign(String),
     #[error("the object is larger than {max_bytes} bytes")]
     TooLarge { max_bytes: u64 },
+    #[error("no such object")]
+    NotFound,
 }
 
 impl BlobError {
@@ -66,12 +68,24 @@ pub struct Blob {
     kms_key_id: String,
 }
 
-/// What `HeadObject` says about a stored object's encryption.
+/// What `HeadObject` says about a stored object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectInfo {
     pub size: i64,
+    pub etag: Option<String>,
     pub server_side_encryption: Option<String>,
     pub kms_key_id: Option<String>,
+}
+
+/// An object's bytes and the ETag of the version they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    pub bytes: bytes::Bytes,
+    pub etag: Option<String>,
+}
+
+fn unquoted(etag: Option<&str>) -> Option<String> {
+    etag.map(|e| e.trim_matches('"').to_owned())
 }
 
 impl Blob {
@@ -111,14 +125,19 @@ impl Blob {
 
     /// An object's bytes, refused past `max_bytes` (never read whole when too large).
     pub async fn get(&self, key: &str, max_bytes: u64) -> Result<bytes::Bytes, BlobError> {
-        let object = self
-            .s3
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await
-            .map_err(|e| BlobError::request("GetObject", e))?;
+        Ok(self.fetch(key, max_bytes).await?.bytes)
+    }
+
+    /// An object's bytes with their ETag, refused past `max_bytes`.
+    pub async fn fetch(&self, key: &str, max_bytes: u64) -> Result<Fetched, BlobError> {
+        let object = self.s3.get_object().bucket(&self.bucket).key(key).send().await.map_err(|e| {
+            if e.as_service_error().is_some_and(|s| s.is_no_such_key()) {
+                BlobError::NotFound
+            } else {
+                BlobError::request("GetObject", e)
+            }
+        })?;
+        let etag = unquoted(object.e_tag());
         if object.content_length().is_some_and(|len| len as u64 > max_bytes) {
             return Err(BlobError::TooLarge { max_bytes });
         }
@@ -130,7 +149,7 @@ impl Blob {
             }
             out.extend_from_slice(&chunk);
         }
-        Ok(out.freeze())
+        Ok(Fetched { bytes: out.freeze(), etag })
     }
 
     /// Deletes an object; deleting one that is already gone succeeds.
@@ -145,17 +164,18 @@ impl Blob {
         Ok(())
     }
 
+    /// What S3 says of an object; `BlobError::NotFound` when there is none.
     pub async fn head(&self, key: &str) -> Result<ObjectInfo, BlobError> {
-        let head = self
-            .s3
-            .head_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await
-            .map_err(|e| BlobError::request("HeadObject", e))?;
+        let head = self.s3.head_object().bucket(&self.bucket).key(key).send().await.map_err(|e| {
+            if e.as_service_error().is_some_and(|s| s.is_not_found()) {
+                BlobError::NotFound
+            } else {
+                BlobError::request("HeadObject", e)
+            }
+        })?;
         Ok(ObjectInfo {
             size: head.content_length().unwrap_or_default(),
+            etag: unquoted(head.e_tag()),
             server_side_encryption: head.server_side_encryption().map(|s| s.as_str().to_owned()),
             kms_key_id: head.ssekms_key_id().map(str::to_owned),
         })
@@ -177,6 +197,44 @@ impl Blob {
     }
 }
 
+/// A presigned PUT and the headers the client must send with it, exactly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresignedUpload {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+}
+
+impl Blob {
+    /// A presigned PUT for exactly `size` bytes of `content_type`, encrypted with the
+    /// configured key: the length, the type and both SSE-KMS headers are signed, so S3
+    /// refuses any other body size or encryption.
+    pub async fn presign_upload(
+        &self,
+        key: &str,
+        size: u64,
+        content_type: &str,
+        ttl: Duration,
+    ) -> Result<PresignedUpload, BlobError> {
+        let config = PresigningConfig::expires_in(ttl).map_err(|e| BlobError::Presign(e.to_string()))?;
+        let length = i64::try_from(size).map_err(|e| BlobError::Presign(e.to_string()))?;
+        let request = self
+            .s3
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_length(length)
+            .content_type(content_type)
+            .server_side_encryption(ServerSideEncryption::AwsKms)
+            .ssekms_key_id(&self.kms_key_id)
+            .bucket_key_enabled(true)
+            .presigned(config)
+            .await
+            .map_err(|e| BlobError::Presign(e.to_string()))?;
+        let headers = request.headers().map(|(name, value)| (name.to_owned(), value.to_owned())).collect();
+        Ok(PresignedUpload { url: request.uri().to_owned(), headers })
+    }
+}
+
 /// `attachment` with an ASCII fallback name and the RFC 5987 UTF-8 name.
 fn content_disposition(filename: &str) -> String {
     let ascii: String =
@@ -195,6 +253,31 @@ fn content_disposition(filename: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_presigned_upload_signs_the_length_the_type_and_the_encryption() {
+        let blob = Blob::new(static_s3_client("http://127.0.0.1:9"), "bucket", "arn:aws:kms:us-east-1:1:key/k");
+        let upload = blob
+            .presign_upload("uploads/u/f_a.pdf", 9_000_000, "application/pdf", Duration::from_secs(900))
+            .await
+            .expect("presigned");
+        let signed = upload.url.split(['?', '&']).find_map(|p| p.strip_prefix("X-Amz-SignedHeaders=")).expect("signed");
+        let signed: Vec<&str> = signed.split("%3B").collect();
+        for header in [
+            "content-length",
+            "content-type",
+            "host",
+            "x-amz-server-side-encryption",
+            "x-amz-server-side-encryption-aws-kms-key-id",
+        ] {
+            assert!(signed.contains(&header), "{header} is not signed: {signed:?}");
+        }
+        let sent =
+            |name: &str| upload.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
+        assert_eq!(sent("content-length"), Some("9000000"));
+        assert_eq!(sent("x-amz-server-side-encryption"), Some("aws:kms"));
+        assert!(upload.url.contains("X-Amz-Expires=900"));
+    }
 
     #[test]
     fn content_disposition_is_safe_for_any_name() {

@@ -24,6 +24,8 @@ pub struct Config {
     pub chat_tiff_max_inline_pages: u32,
     /// `SLUICE_PARSE_MAX_MEMORY_MB`: the address space one parse worker may use.
     pub parse_max_memory_bytes: u64,
+    /// `SLUICE_UPLOAD_INTENT_TTL_SECS`: how long a presigned upload may take to land.
+    pub upload_intent_ttl_secs: u64,
 }
 
 /// The multipart framing allowed on top of the larger upload ceiling.
@@ -37,6 +39,10 @@ pub const DEFAULT_PARSED_TEXT_MAX_CHARS: usize = 200_000;
 /// 512 MiB is ample for any honest file, and half of the upload function's 1,024 MB (a
 /// Lambda instance serves one request at a time).
 pub const DEFAULT_PARSE_MAX_MEMORY_MB: u64 = 512;
+
+/// Default `SLUICE_UPLOAD_INTENT_TTL_SECS`: 15 minutes moves 50 MB over a slow 0.5 Mbit/s
+/// link, and an abandoned intent is reaped soon after.
+pub const DEFAULT_UPLOAD_INTENT_TTL_SECS: u64 = 900;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -72,6 +78,8 @@ impl Config {
             download_url_ttl_secs: number("SLUICE_DOWNLOAD_URL_TTL_SECS", 300)?,
             chat_tiff_max_inline_pages: number("CHAT_TIFF_MAX_INLINE_PAGES", 5)?.min(1000) as u32,
             parse_max_memory_bytes: number("SLUICE_PARSE_MAX_MEMORY_MB", DEFAULT_PARSE_MAX_MEMORY_MB)?.max(16) * MIB,
+            upload_intent_ttl_secs: number("SLUICE_UPLOAD_INTENT_TTL_SECS", DEFAULT_UPLOAD_INTENT_TTL_SECS)?
+                .clamp(60, 7 * 24 * 3600),
         })
     }
 

@@ -23,6 +23,10 @@ pub fn safe_filename(name: &str) -> String {
     truncate_keeping_extension(&safe)
 }
 
+/// The bucket prefix presigned chat uploads land under: the bucket notifies `parse` of it,
+/// and nothing else is written there.
+pub const CHAT_UPLOAD_PREFIX: &str = "uploads/";
+
 /// The workspace folder an archive is unpacked into, as the seed names it:
 /// `uploads/<first 8 hex of the file id>-<archive name without its extension>/`, the name
 /// made safe. `repo.zip` with id `3f2a1b9c-…` is `uploads/3f2a1b9c-repo/`.

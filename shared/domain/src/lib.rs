@@ -5,10 +5,12 @@ pub mod attachment;
 pub mod blocking;
 pub mod caller;
 pub mod config;
+pub mod content;
 pub mod filename;
 
 pub use attachment::AttachmentRef;
 pub use blocking::BlockingPool;
 pub use caller::Caller;
 pub use config::{Config, ConfigError};
-pub use filename::{safe_filename, workspace_folder};
+pub use content::FileContent;
+pub use filename::{CHAT_UPLOAD_PREFIX, safe_filename, workspace_folder};

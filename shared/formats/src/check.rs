@@ -79,23 +79,9 @@ impl TryFrom<RefusalRecord> for Refusal {
     }
 }
 
-/// An accepted file: its row of the allowlist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Accepted {
-    pub kind: &'static FileKind,
-}
-
-impl Accepted {
-    pub fn canonical_mime(&self) -> &'static str {
-        self.kind.canonical_mime
-    }
-    pub fn file_type(&self) -> FileType {
-        self.kind.file_type
-    }
-}
-
-/// Checks a file by its name, its declared type and its bytes.
-pub fn check_upload(filename: &str, declared_mime: Option<&str>, bytes: &[u8]) -> Result<Accepted, Refusal> {
+/// The checks an upload's name and declared type must pass before any byte is seen (a
+/// presigned upload is judged on these first, and on its bytes when they land).
+pub fn check_declared(filename: &str, declared_mime: Option<&str>) -> Result<&'static FileKind, Refusal> {
     let kind = kind_for_filename(filename).ok_or_else(|| Refusal {
         code: RefusalCode::ExtensionNotAllowed,
         message: format!(
@@ -113,6 +99,27 @@ pub fn check_upload(filename: &str, declared_mime: Option<&str>, bytes: &[u8]) -
             message: format!("a .{} file cannot be declared as {declared}", kind.extension),
         });
     }
+    Ok(kind)
+}
+
+/// An accepted file: its row of the allowlist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Accepted {
+    pub kind: &'static FileKind,
+}
+
+impl Accepted {
+    pub fn canonical_mime(&self) -> &'static str {
+        self.kind.canonical_mime
+    }
+    pub fn file_type(&self) -> FileType {
+        self.kind.file_type
+    }
+}
+
+/// Checks a file by its name, its declared type and its bytes.
+pub fn check_upload(filename: &str, declared_mime: Option<&str>, bytes: &[u8]) -> Result<Accepted, Refusal> {
+    let kind = check_declared(filename, declared_mime)?;
     if bytes.is_empty() {
         return Err(Refusal { code: RefusalCode::EmptyFile, message: "the file is empty".to_owned() });
     }

@@ -25,6 +25,6 @@ pub mod xml;
 mod check;
 mod extract;
 
-pub use check::{Accepted, Refusal, RefusalCode, check_upload};
+pub use check::{Accepted, Refusal, RefusalCode, check_declared, check_upload};
 pub use extract::{DEFAULT_TIME_LIMIT, ExtractOptions, Extraction, PREVIEW_MAX_CHARS, extract, preview};
 pub use kinds::{FileKind, FileType, kind_for_filename};

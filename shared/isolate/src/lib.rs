@@ -13,6 +13,8 @@
 //! [`serve_if_worker`] first, before it starts a runtime or reads its configuration.
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sluice_domain::FileContent;
 use sluice_formats::kinds::Family;
 use sluice_formats::{ExtractOptions, Extraction, FileKind, FileType, Refusal, RefusalCode};
 use std::io::{BufRead, Read, Write};
@@ -117,6 +119,40 @@ impl Extractor {
     }
 }
 
+impl Extractor {
+    /// The whole upload check on a file's bytes: name and declared type against the
+    /// allowlist, the sniffed type, then extraction in a worker. The inner `Err` refuses
+    /// the file; `Ok` is the content its row records.
+    pub fn inspect(
+        &self,
+        filename: &str,
+        declared_mime: Option<&str>,
+        bytes: &[u8],
+        max_chars: usize,
+    ) -> Result<Result<FileContent, Refusal>, IsolateError> {
+        let accepted = match sluice_formats::check_upload(filename, declared_mime, bytes) {
+            Ok(accepted) => accepted,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        let extraction = match self.extract(accepted.kind, bytes, &ExtractOptions::new(max_chars))? {
+            Ok(extraction) => extraction,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        let dimension = |d: Option<u32>| d.and_then(|v| i32::try_from(v).ok());
+        Ok(Ok(FileContent {
+            mime_type: accepted.canonical_mime().to_owned(),
+            size: bytes.len() as i64,
+            file_type: accepted.file_type().as_str().to_owned(),
+            preview: extraction.text.as_deref().and_then(sluice_formats::preview),
+            parsed_content: extraction.text,
+            checksum_sha256: hex::encode(Sha256::digest(bytes)),
+            parse_note: extraction.unreadable,
+            width: dimension(extraction.dimensions.map(|d| d.0)),
+            height: dimension(extraction.dimensions.map(|d| d.1)),
+        }))
+    }
+}
+
 /// How a worker ended.
 #[derive(Debug)]
 enum Ended {
@@ -141,7 +177,9 @@ fn supervise(mut child: Child, job: &Job, bytes: &[u8], hard_time_limit: Duratio
         });
         // The reply is parsed as it streams in: the text is never held twice.
         let reply = scope.spawn(move || {
-            stdout.and_then(|pipe| serde_json::from_reader::<_, Reply>(std::io::BufReader::new(pipe.take(reply_cap))).ok())
+            stdout.and_then(|pipe| {
+                serde_json::from_reader::<_, Reply>(std::io::BufReader::new(pipe.take(reply_cap))).ok()
+            })
         });
         let errors = scope.spawn(move || read_capped(stderr, MAX_STDERR_BYTES));
         let status = wait_until(&mut child, deadline);

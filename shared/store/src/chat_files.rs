@@ -2,6 +2,7 @@
 //! another user is indistinguishable from no row.
 
 use crate::{Db, StoreError};
+use sluice_domain::FileContent;
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -27,9 +28,19 @@ pub struct ChatFile {
     pub created_at: OffsetDateTime,
 }
 
-/// A chat file about to be recorded.
+/// A chat file about to be recorded, checked and ready.
 #[derive(Debug, Clone)]
 pub struct NewChatFile {
+    pub id: Uuid,
+    pub user_id: Uuid,
+    pub filename: String,
+    pub storage_path: String,
+    pub content: FileContent,
+}
+
+/// A presigned upload's intent: a `pending` row awaiting its bytes until `expires_at`.
+#[derive(Debug, Clone)]
+pub struct NewUploadIntent {
     pub id: Uuid,
     pub user_id: Uuid,
     pub filename: String,
@@ -37,13 +48,15 @@ pub struct NewChatFile {
     pub size: i64,
     pub storage_path: String,
     pub file_type: String,
-    pub status: &'static str,
-    pub parsed_content: Option<String>,
-    pub preview: Option<String>,
-    pub checksum_sha256: Option<String>,
-    pub parse_note: Option<String>,
-    pub width: Option<i32>,
-    pub height: Option<i32>,
+    pub expires_at: OffsetDateTime,
+}
+
+/// A row the parse step looks up by the key of a landed object.
+#[derive(Debug, Clone)]
+pub struct LandedFile {
+    pub file: ChatFile,
+    /// The ETag of the object the parse step last judged, if any.
+    pub object_etag: Option<String>,
 }
 
 const COLUMNS: &str = "id, user_id, filename, mime_type, size, storage_path, file_type, status, preview, \
@@ -76,8 +89,9 @@ impl Db {
         let sql = format!(
             "INSERT INTO chat_files (id, user_id, filename, mime_type, size, storage_path, file_type, status, \
              parsed_content, preview, checksum_sha256, parse_note, width, height) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING {COLUMNS}"
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'ready', $8, $9, $10, $11, $12, $13) RETURNING {COLUMNS}"
         );
+        let c = &file.content;
         let row = client
             .query_one(
                 &sql,
@@ -85,21 +99,107 @@ impl Db {
                     &file.id,
                     &file.user_id,
                     &file.filename,
-                    &file.mime_type,
-                    &file.size,
+                    &c.mime_type,
+                    &c.size,
                     &file.storage_path,
-                    &file.file_type,
-                    &file.status,
-                    &file.parsed_content,
-                    &file.preview,
-                    &file.checksum_sha256,
-                    &file.parse_note,
-                    &file.width,
-                    &file.height,
+                    &c.file_type,
+                    &c.parsed_content,
+                    &c.preview,
+                    &c.checksum_sha256,
+                    &c.parse_note,
+                    &c.width,
+                    &c.height,
                 ],
             )
             .await?;
         Ok(from_row(&row))
+    }
+
+    /// Records a presigned upload's intent as a `pending` row.
+    pub async fn insert_upload_intent(&self, intent: &NewUploadIntent) -> Result<ChatFile, StoreError> {
+        let client = self.client().await?;
+        let sql = format!(
+            "INSERT INTO chat_files (id, user_id, filename, mime_type, size, storage_path, file_type, status, \
+             expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8) RETURNING {COLUMNS}"
+        );
+        let i = intent;
+        let row = client
+            .query_one(
+                &sql,
+                &[&i.id, &i.user_id, &i.filename, &i.mime_type, &i.size, &i.storage_path, &i.file_type, &i.expires_at],
+            )
+            .await?;
+        Ok(from_row(&row))
+    }
+
+    /// The row whose object lives at `storage_path`, whoever owns it (the parse step acts
+    /// for the system, on the key S3 reported).
+    pub async fn landed_file(&self, storage_path: &str) -> Result<Option<LandedFile>, StoreError> {
+        let client = self.client().await?;
+        let sql = format!("SELECT {COLUMNS}, object_etag FROM chat_files WHERE storage_path = $1");
+        Ok(client
+            .query_opt(&sql, &[&storage_path])
+            .await?
+            .map(|row| LandedFile { file: from_row(&row), object_etag: row.get("object_etag") }))
+    }
+
+    /// Marks a file ready with what its landed bytes held, when it is pending or its object
+    /// changed since it was judged (bytes PUT again under the same key); `false` when these
+    /// very bytes were judged already.
+    pub async fn complete_upload(&self, id: Uuid, content: &FileContent, etag: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let c = content;
+        let updated = client
+            .execute(
+                "UPDATE chat_files SET status = 'ready', mime_type = $2, size = $3, file_type = $4, \
+                 parsed_content = $5, preview = $6, checksum_sha256 = $7, parse_note = $8, width = $9, height = $10, \
+                 object_etag = $11, expires_at = NULL, updated_at = now() \
+                 WHERE id = $1 AND (status = 'pending' OR object_etag IS DISTINCT FROM $11)",
+                &[
+                    &id,
+                    &c.mime_type,
+                    &c.size,
+                    &c.file_type,
+                    &c.parsed_content,
+                    &c.preview,
+                    &c.checksum_sha256,
+                    &c.parse_note,
+                    &c.width,
+                    &c.height,
+                    &etag,
+                ],
+            )
+            .await?;
+        Ok(updated == 1)
+    }
+
+    /// Records that a file's object is gone: the row is rejected with `rejection` unless it
+    /// already was.
+    pub async fn mark_object_removed(&self, id: Uuid, rejection: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let updated = client
+            .execute(
+                "UPDATE chat_files SET status = 'rejected', rejection = $2, parsed_content = NULL, preview = NULL, \
+                 expires_at = NULL, updated_at = now() WHERE id = $1 AND status <> 'rejected'",
+                &[&id, &rejection],
+            )
+            .await?;
+        Ok(updated == 1)
+    }
+
+    /// Marks a file rejected with the reason its landed bytes were refused, under the same
+    /// condition as `complete_upload`.
+    pub async fn reject_upload(&self, id: Uuid, rejection: &str, etag: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let updated = client
+            .execute(
+                "UPDATE chat_files SET status = 'rejected', rejection = $2, object_etag = $3, parsed_content = NULL, \
+                 preview = NULL, expires_at = NULL, updated_at = now() \
+                 WHERE id = $1 AND (status = 'pending' OR object_etag IS DISTINCT FROM $3)",
+                &[&id, &rejection, &etag],
+            )
+            .await?;
+        Ok(updated == 1)
     }
 
     /// The caller's own file, or `None` (also for another user's).

@@ -3,7 +3,7 @@
 mod chat_files;
 mod migrate;
 
-pub use chat_files::{ChatFile, NewChatFile};
+pub use chat_files::{ChatFile, LandedFile, NewChatFile, NewUploadIntent};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;

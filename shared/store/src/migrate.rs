@@ -3,7 +3,10 @@
 use crate::StoreError;
 
 /// Every migration, in order. Never edit one that has shipped: add the next.
-const MIGRATIONS: &[(i32, &str, &str)] = &[(1, "chat_files", include_str!("../migrations/0001_chat_files.sql"))];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "chat_files", include_str!("../migrations/0001_chat_files.sql")),
+    (2, "upload_intents", include_str!("../migrations/0002_upload_intents.sql")),
+];
 
 /// An arbitrary constant naming Sluice's migration lock.
 const MIGRATION_LOCK: i64 = 0x0005_11CE;

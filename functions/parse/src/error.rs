@@ -1,0 +1,20 @@
+//! The parse function's one error type. Every error here is transient — the message is
+//! delivered again and, after `maxReceiveCount`, kept in the dead-letter queue — because a
+//! file's own faults are not errors: they are recorded on its row and acknowledged.
+
+use sluice_blob::BlobError;
+use sluice_store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    #[error("the message is not an S3 event notification: {0}")]
+    Undecodable(#[from] sluice_queue::s3::DecodeError),
+    #[error("the database failed: {0}")]
+    Store(#[from] StoreError),
+    #[error("object storage failed: {0}")]
+    Blob(#[from] BlobError),
+    #[error("no parse worker: {0}")]
+    Isolate(#[from] sluice_isolate::IsolateError),
+    #[error("the blocking pool failed")]
+    Blocking,
+}

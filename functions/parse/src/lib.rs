@@ -1,0 +1,162 @@
+//! The `parse` function: S3 tells it (through SQS) that an object was created or removed
+//! under the upload prefix, and it judges the bytes that actually landed exactly as the
+//! inline upload does — size, sniffed type, archive safety, extraction under the budget —
+//! then marks the row `ready` or `rejected` (deleting a refused object). An object nobody
+//! asked for is deleted. The same event twice, or two events for one key, end in one
+//! state: a row is judged once per ETag of the bytes under its key.
+
+mod error;
+
+pub use error::ParseError;
+
+use sluice_blob::{Blob, BlobError};
+use sluice_domain::{BlockingPool, CHAT_UPLOAD_PREFIX, Config};
+use sluice_isolate::Extractor;
+use sluice_queue::SqsBatchResponse;
+use sluice_queue::s3::{Change, ObjectChange, S3Message};
+use sluice_store::Db;
+use uuid::Uuid;
+
+/// Everything a batch needs, built once per cold start.
+#[derive(Debug, Clone)]
+pub struct State {
+    pub config: Config,
+    pub db: Db,
+    pub blob: Blob,
+    pub pool: BlockingPool,
+    pub extractor: Extractor,
+}
+
+impl State {
+    pub fn new(config: Config, db: Db, blob: Blob, extractor: Extractor) -> Self {
+        let pool = BlockingPool::new(config.file_io_max_workers);
+        Self { config, db, blob, pool, extractor }
+    }
+
+    /// Builds the state from the environment, as the upload function does; parse workers
+    /// are this binary, so its `main` calls `sluice_isolate::serve_if_worker` first.
+    pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        let config = Config::from_env()?;
+        let database_url = std::env::var("DATABASE_URL").map_err(|_| "DATABASE_URL is missing")?;
+        let db = Db::connect(&database_url, 4).await?;
+        let sdk = sluice_blob::sdk_config().await;
+        let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
+        let extractor = Extractor::current_exe(config.parse_max_memory_bytes)?;
+        Ok(Self::new(config, db, blob, extractor))
+    }
+}
+
+/// Handles one SQS batch; only messages that should be delivered again are reported.
+pub async fn handle(state: &State, event: sluice_queue::SqsEvent) -> SqsBatchResponse {
+    sluice_queue::run_batch(event, state.config.file_io_max_workers, |message| async move {
+        let body = message.body.unwrap_or_default();
+        handle_message(state, &body).await
+    })
+    .await
+}
+
+async fn handle_message(state: &State, body: &str) -> Result<(), ParseError> {
+    match sluice_queue::s3::decode(body)? {
+        S3Message::Test => Ok(()),
+        S3Message::Changes(changes) => {
+            for change in changes {
+                handle_change(state, &change).await?;
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn handle_change(state: &State, change: &ObjectChange) -> Result<(), ParseError> {
+    if change.bucket != state.config.bucket || !change.key.starts_with(CHAT_UPLOAD_PREFIX) {
+        tracing::info!(bucket = %change.bucket, key = %change.key, "not an upload of this deployment; ignored");
+        return Ok(());
+    }
+    match change.change {
+        Change::Created => object_created(state, &change.key).await,
+        Change::Removed => object_removed(state, &change.key).await,
+        Change::Other => Ok(()),
+    }
+}
+
+/// A rejection as stored: the stage, the reason code and what to do.
+fn rejection(code: &str, message: &str) -> String {
+    format!("parse: {code}: {message}")
+}
+
+async fn object_created(state: &State, key: &str) -> Result<(), ParseError> {
+    let Some(landed) = state.db.landed_file(key).await? else {
+        tracing::warn!(key, "an object no intent asked for; deleted");
+        state.blob.delete(key).await?;
+        return Ok(());
+    };
+    let file = landed.file;
+    let declared = u64::try_from(file.size).unwrap_or_default();
+    // The bytes under the key now; an ETag already judged means this event is a repeat.
+    let fetched = match state.blob.fetch(key, declared).await {
+        Ok(fetched) => fetched,
+        Err(BlobError::NotFound) => return Ok(()),
+        Err(BlobError::TooLarge { .. }) => {
+            let etag = state.blob.head(key).await.ok().and_then(|h| h.etag).unwrap_or_default();
+            if file.status != "pending" && landed.object_etag.as_deref() == Some(etag.as_str()) {
+                return Ok(());
+            }
+            let reason =
+                rejection("size_mismatch", &format!("more bytes landed than the {declared} declared; upload again"));
+            return reject(state, &file.id, key, &reason, &etag).await;
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let etag = fetched.etag.clone().unwrap_or_default();
+    if file.status != "pending" && landed.object_etag.as_deref() == Some(etag.as_str()) {
+        return Ok(());
+    }
+    if fetched.bytes.len() as u64 != declared {
+        let message = format!("{} bytes landed where {declared} were declared; upload again", fetched.bytes.len());
+        return reject(state, &file.id, key, &rejection("size_mismatch", &message), &etag).await;
+    }
+    let (extractor, max_chars, bytes) = (state.extractor.clone(), state.config.parsed_text_max_chars, fetched.bytes);
+    let (filename, mime) = (file.filename.clone(), file.mime_type.clone());
+    let inspected = state
+        .pool
+        .run(move || extractor.inspect(&filename, Some(&mime), &bytes, max_chars))
+        .await
+        .map_err(|_| ParseError::Blocking)??;
+    match inspected {
+        Ok(content) => {
+            if state.db.complete_upload(file.id, &content, &etag).await? {
+                tracing::info!(id = %file.id, key, "upload ready");
+            }
+            Ok(())
+        }
+        Err(refusal) => {
+            let reason = rejection(refusal.code.as_str(), &refusal.message);
+            reject(state, &file.id, key, &reason, &etag).await
+        }
+    }
+}
+
+/// Rejects the row, then deletes the refused object (a crash in between leaves a rejected
+/// row whose object the redelivered event deletes).
+async fn reject(state: &State, id: &Uuid, key: &str, reason: &str, etag: &str) -> Result<(), ParseError> {
+    if state.db.reject_upload(*id, reason, etag).await? {
+        tracing::info!(id = %id, key, reason, "upload rejected");
+    }
+    state.blob.delete(key).await?;
+    Ok(())
+}
+
+async fn object_removed(state: &State, key: &str) -> Result<(), ParseError> {
+    let Some(landed) = state.db.landed_file(key).await? else { return Ok(()) };
+    // A removal reported late, after bytes landed again under the key, changes nothing.
+    match state.blob.head(key).await {
+        Ok(_) => return Ok(()),
+        Err(BlobError::NotFound) => {}
+        Err(error) => return Err(error.into()),
+    }
+    if landed.file.status == "ready" {
+        let reason = rejection("object_removed", "the stored file was removed; upload it again");
+        state.db.mark_object_removed(landed.file.id, &reason).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,21 @@
+//! The parse Lambda: wires the runtime to `sluice_parse::handle`.
+
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+use sluice_queue::SqsEvent;
+
+fn main() -> Result<(), Error> {
+    // This binary is also its own parse worker; a worker serves one file and exits here.
+    sluice_isolate::serve_if_worker();
+    serve()
+}
+
+#[tokio::main]
+async fn serve() -> Result<(), Error> {
+    sluice_web::init_tracing();
+    let state = sluice_parse::State::from_env().await?;
+    let state = &state;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        Ok::<_, std::convert::Infallible>(sluice_parse::handle(state, event.payload).await)
+    }))
+    .await
+}

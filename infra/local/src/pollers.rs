@@ -1,0 +1,88 @@
+//! SQS pollers with the semantics of Lambda's SQS event source: a batch of up to
+//! `batch_size` messages goes to the handler as one `SqsEvent`; the messages the handler
+//! does not report in `batchItemFailures` are deleted; the reported ones stay invisible
+//! for the queue's visibility timeout, are delivered again, and the queue's redrive policy
+//! moves them to the dead-letter queue after `maxReceiveCount` receives.
+
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName};
+use sluice_queue::{SqsBatchResponse, SqsEvent, SqsMessage};
+use std::collections::HashSet;
+use std::future::Future;
+use std::time::Duration;
+
+/// A queue to poll.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub queue_url: String,
+    pub queue_arn: String,
+    pub batch_size: i32,
+    pub region: String,
+}
+
+fn to_lambda_message(message: &Message, source: &Source) -> SqsMessage {
+    let mut lambda = SqsMessage::default();
+    lambda.message_id = message.message_id().map(str::to_owned);
+    lambda.receipt_handle = message.receipt_handle().map(str::to_owned);
+    lambda.body = message.body().map(str::to_owned);
+    lambda.md5_of_body = message.md5_of_body().map(str::to_owned);
+    lambda.attributes = message
+        .attributes()
+        .map(|a| a.iter().map(|(k, v)| (k.as_str().to_owned(), v.clone())).collect())
+        .unwrap_or_default();
+    lambda.event_source = Some("aws:sqs".to_owned());
+    lambda.event_source_arn = Some(source.queue_arn.clone());
+    lambda.aws_region = Some(source.region.clone());
+    lambda
+}
+
+/// Polls `source` for ever, feeding batches to `handler`.
+pub async fn poll<F, Fut>(sqs: aws_sdk_sqs::Client, source: Source, handler: F)
+where
+    F: Fn(SqsEvent) -> Fut,
+    Fut: Future<Output = SqsBatchResponse>,
+{
+    loop {
+        let received = sqs
+            .receive_message()
+            .queue_url(&source.queue_url)
+            .max_number_of_messages(source.batch_size)
+            .wait_time_seconds(1)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await;
+        let messages = match received {
+            Ok(received) => received.messages.unwrap_or_default(),
+            Err(error) => {
+                tracing::warn!(queue = %source.queue_url, error = ?error, "receive failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        if messages.is_empty() {
+            continue;
+        }
+        let mut event = SqsEvent::default();
+        event.records = messages.iter().map(|m| to_lambda_message(m, &source)).collect();
+        let response = handler(event).await;
+        let failed: HashSet<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+        let done: Vec<DeleteMessageBatchRequestEntry> = messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.message_id().is_some_and(|id| !failed.contains(id)))
+            .filter_map(|(i, m)| {
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .set_receipt_handle(m.receipt_handle().map(str::to_owned))
+                    .build()
+                    .ok()
+            })
+            .collect();
+        if done.is_empty() {
+            continue;
+        }
+        if let Err(error) = sqs.delete_message_batch().queue_url(&source.queue_url).set_entries(Some(done)).send().await
+        {
+            tracing::warn!(queue = %source.queue_url, error = ?error, "could not delete handled messages");
+        }
+    }
+}

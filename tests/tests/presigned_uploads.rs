@@ -1,0 +1,141 @@
+//! Presigned uploads on the running stack: an intent, a real PUT to the emulator's S3, the
+//! bucket's notification through SQS, the parse function run by the local poller, and the
+//! row's final state read back over HTTP.
+
+use serde_json::{Value, json};
+use sluice_e2e::{Stack, User};
+use sluice_formats::fixtures::{RawZipEntry, pdf, raw_zip};
+
+async fn presigned(stack: &Stack, user: &User, filename: &str, mime: &str, bytes: Vec<u8>) -> Value {
+    let (status, intent) =
+        stack.intent(user, json!({"filename": filename, "size": bytes.len(), "mime_type": mime})).await;
+    assert_eq!(status, 201, "{intent}");
+    assert_eq!(intent["status"], "pending");
+    assert_eq!(stack.put_presigned(&intent, bytes).await, 200);
+    stack.settled(user, intent["id"].as_str().expect("id")).await
+}
+
+#[tokio::test]
+async fn a_nine_megabyte_file_put_to_its_presigned_url_ends_ready_with_its_preview() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let mut text = String::from("Quarterly ledger\nregion,amount\n");
+    while text.len() < 9 * 1024 * 1024 {
+        text.push_str("north,1200\nsouth,900\n");
+    }
+    let file = presigned(&stack, &user, "ledger.csv", "text/csv", text.into_bytes()).await;
+    assert_eq!(file["status"], "ready", "{file}");
+    assert_eq!(file["preview"], "Quarterly ledger\nregion,amount\nnorth,1200");
+    assert_eq!(file["size"].as_i64(), Some(9 * 1024 * 1024 + 10));
+    let keys = stack.keys_under(&format!("uploads/{}/", user.id)).await;
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let head = stack.s3.head_object().bucket(&stack.bucket).key(keys.first().expect("key")).send().await.expect("head");
+    assert_eq!(head.ssekms_key_id(), Some(stack.kms_key_arn().await.as_str()));
+}
+
+#[tokio::test]
+async fn the_inline_and_the_presigned_path_record_the_same_file_alike() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let bytes = pdf(&["Minutes of the board", "Second page"]);
+    let (status, inline) = stack.upload(&user, "minutes.pdf", Some("application/pdf"), bytes.clone()).await;
+    assert_eq!(status, 201, "{inline}");
+    let presigned = presigned(&stack, &user, "minutes.pdf", "application/pdf", bytes).await;
+    for field in ["filename", "mime_type", "size", "file_type", "status", "preview", "checksum_sha256", "rejection"] {
+        assert_eq!(inline[field], presigned[field], "{field} differs");
+    }
+}
+
+#[tokio::test]
+async fn bytes_that_contradict_the_declared_type_end_rejected_and_their_object_is_gone() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let file = presigned(&stack, &user, "photo.png", "image/png", pdf(&["not a picture"])).await;
+    assert_eq!(file["status"], "rejected", "{file}");
+    assert!(file["rejection"].as_str().expect("a reason").starts_with("parse: content_mismatch: "), "{file}");
+    assert!(stack.keys_under(&format!("uploads/{}/", user.id)).await.is_empty());
+}
+
+#[tokio::test]
+async fn an_unsafe_archive_ends_rejected_and_its_object_is_gone() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let zip = raw_zip(&[RawZipEntry::file("../../etc/cron.d/evil", b"* * * * * root sh")]);
+    let file = presigned(&stack, &user, "repo.zip", "application/zip", zip).await;
+    assert_eq!(file["status"], "rejected", "{file}");
+    assert!(file["rejection"].as_str().expect("a reason").contains("path_traversal"), "{file}");
+    assert!(stack.keys_under(&format!("uploads/{}/", user.id)).await.is_empty());
+}
+
+#[tokio::test]
+async fn an_intent_is_refused_clearly_when_its_declaration_is() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let cases = [
+        (json!({"size": 10, "mime_type": "text/plain"}), 400, "filename"),
+        (json!({"filename": "a.txt", "mime_type": "text/plain"}), 400, "size"),
+        (json!({"filename": "a.txt", "size": -1, "mime_type": "text/plain"}), 400, "size"),
+        (json!({"filename": "a.txt", "size": 10}), 400, "mime_type"),
+        (json!({"filename": "a.exe", "size": 10, "mime_type": "application/octet-stream"}), 415, "filename"),
+        (json!({"filename": "a.pdf", "size": 10, "mime_type": "image/png"}), 415, "mime_type"),
+        (json!({"filename": "a.pdf", "size": 11 * 1024 * 1024, "mime_type": "application/pdf"}), 413, "size"),
+    ];
+    for (body, expected, field) in cases {
+        let (status, answer) = stack.intent(&user, body.clone()).await;
+        assert_eq!(status, expected, "{body}: {answer}");
+        assert!(answer["error"]["details"]["fields"][field].is_string(), "{body}: {answer}");
+    }
+    assert_eq!(stack.stored_for(&user).await, (0, 0));
+}
+
+#[tokio::test]
+async fn the_same_event_twice_leaves_one_row_one_object_and_one_result() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let file = presigned(&stack, &user, "notes.txt", "text/plain", b"first line\nsecond\n".to_vec()).await;
+    assert_eq!(file["status"], "ready");
+    let key = stack.keys_under(&format!("uploads/{}/", user.id)).await.pop_first().expect("the object");
+    let db = stack.db().await;
+    let before: (String, time::OffsetDateTime) = {
+        let row = db
+            .query_one("SELECT status, updated_at FROM chat_files WHERE storage_path = $1", &[&key])
+            .await
+            .expect("row");
+        (row.get(0), row.get(1))
+    };
+    let encoded = key.replace('/', "%2F");
+    let event = json!({"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
+        "s3": {"bucket": {"name": stack.bucket}, "object": {"key": encoded}}}]});
+    let queue = stack.sqs.get_queue_url().queue_name("sluice-parse").send().await.expect("queue");
+    let queue = queue.queue_url().expect("url");
+    for _ in 0..2 {
+        stack.sqs.send_message().queue_url(queue).message_body(event.to_string()).send().await.expect("send");
+    }
+    stack.drained("sluice-parse").await;
+    let row =
+        db.query_one("SELECT status, updated_at FROM chat_files WHERE storage_path = $1", &[&key]).await.expect("row");
+    assert_eq!((row.get::<_, String>(0), row.get::<_, time::OffsetDateTime>(1)), before);
+    assert_eq!(stack.stored_for(&user).await, (0, 1));
+    assert_eq!(stack.keys_under(&format!("uploads/{}/", user.id)).await.len(), 1);
+}
+
+#[tokio::test]
+async fn an_object_no_intent_asked_for_is_deleted() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let key = format!("uploads/{}/0000_stray.txt", user.id);
+    stack
+        .s3
+        .put_object()
+        .bucket(&stack.bucket)
+        .key(&key)
+        .body(b"nobody asked".to_vec().into())
+        .send()
+        .await
+        .expect("stray put");
+    let started = std::time::Instant::now();
+    while !stack.keys_under(&format!("uploads/{}/", user.id)).await.is_empty() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(60), "the stray object is still there");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
