@@ -23,10 +23,12 @@ async fn a_nine_megabyte_file_put_to_its_presigned_url_ends_ready_with_its_previ
     while text.len() < 9 * 1024 * 1024 {
         text.push_str("north,1200\nsouth,900\n");
     }
+    let size = text.len() as i64;
+    assert!(size > 9 * 1024 * 1024, "over what one Lambda request may carry");
     let file = presigned(&stack, &user, "ledger.csv", "text/csv", text.into_bytes()).await;
     assert_eq!(file["status"], "ready", "{file}");
     assert_eq!(file["preview"], "Quarterly ledger\nregion,amount\nnorth,1200");
-    assert_eq!(file["size"].as_i64(), Some(9 * 1024 * 1024 + 10));
+    assert_eq!(file["size"].as_i64(), Some(size));
     let keys = stack.keys_under(&format!("uploads/{}/", user.id)).await;
     assert_eq!(keys.len(), 1, "{keys:?}");
     let head = stack.s3.head_object().bucket(&stack.bucket).key(keys.first().expect("key")).send().await.expect("head");
@@ -138,4 +140,30 @@ async fn an_object_no_intent_asked_for_is_deleted() {
         assert!(started.elapsed() < std::time::Duration::from_secs(60), "the stray object is still there");
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
+}
+
+#[tokio::test]
+async fn an_intent_whose_link_expired_is_swept_and_bytes_landing_late_are_deleted() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let (status, intent) =
+        stack.intent(&user, json!({"filename": "late.txt", "size": 5, "mime_type": "text/plain"})).await;
+    assert_eq!(status, 201, "{intent}");
+    let id: uuid::Uuid = intent["id"].as_str().expect("id").parse().expect("uuid");
+    // The emulator does not check a presigned URL's expiry (S3 does), so the clock is moved.
+    let db = stack.db().await;
+    db.execute("UPDATE chat_files SET expires_at = now() - interval '2 hours' WHERE id = $1", &[&id])
+        .await
+        .expect("age the intent");
+    let file = stack.settled(&user, &id.to_string()).await;
+    assert_eq!(file["status"], "rejected", "{file}");
+    assert!(file["rejection"].as_str().expect("a reason").starts_with("sweep: intent_expired: "), "{file}");
+    // Bytes that arrive anyway are deleted, not judged.
+    assert_eq!(stack.put_presigned(&intent, b"hello".to_vec()).await, 200);
+    let started = std::time::Instant::now();
+    while !stack.keys_under(&format!("uploads/{}/", user.id)).await.is_empty() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(60), "the late object is still there");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(stack.settled(&user, &id.to_string()).await["status"], "rejected");
 }

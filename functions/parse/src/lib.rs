@@ -111,6 +111,12 @@ async fn object_created(state: &State, key: &str) -> Result<(), ParseError> {
     if file.status != "pending" && landed.object_etag.as_deref() == Some(etag.as_str()) {
         return Ok(());
     }
+    // A row closed before any bytes were judged (its intent expired): nothing may use them.
+    if file.status != "pending" && landed.object_etag.is_none() {
+        tracing::warn!(id = %file.id, key, "bytes landed for a closed intent; deleted");
+        state.blob.delete(key).await?;
+        return Ok(());
+    }
     if fetched.bytes.len() as u64 != declared {
         let message = format!("{} bytes landed where {declared} were declared; upload again", fetched.bytes.len());
         return reject(state, &file.id, key, &rejection("size_mismatch", &message), &etag).await;

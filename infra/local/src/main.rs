@@ -58,6 +58,18 @@ async fn serve() -> Result<(), Error> {
         let parse = parse.clone();
         async move { sluice_parse::handle(&parse, event).await }
     }));
+    // EventBridge's schedule, locally: the sweep runs every SLUICE_SWEEP_INTERVAL_SECS.
+    let sweep = sluice_sweep::State { config: config.clone(), db: db.clone(), blob: blob.clone() };
+    let every = std::env::var("SLUICE_SWEEP_INTERVAL_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    tokio::spawn(async move {
+        let mut timer = tokio::time::interval(std::time::Duration::from_secs(every));
+        loop {
+            timer.tick().await;
+            if let Err(error) = sluice_sweep::handle(&sweep, time::OffsetDateTime::now_utc()).await {
+                tracing::warn!(error = %error, "sweep failed; the next tick retries");
+            }
+        }
+    });
     let door = sluice_local::door::Door {
         body_cap_bytes: config.request_body_cap_bytes(),
         upload: sluice_upload::AppState::new(config, db, blob, extractor),

@@ -154,7 +154,7 @@ impl Db {
                 "UPDATE chat_files SET status = 'ready', mime_type = $2, size = $3, file_type = $4, \
                  parsed_content = $5, preview = $6, checksum_sha256 = $7, parse_note = $8, width = $9, height = $10, \
                  object_etag = $11, expires_at = NULL, updated_at = now() \
-                 WHERE id = $1 AND (status = 'pending' OR object_etag IS DISTINCT FROM $11)",
+                 WHERE id = $1 AND (status = 'pending' OR (object_etag IS NOT NULL AND object_etag <> $11))",
                 &[
                     &id,
                     &c.mime_type,
@@ -168,6 +168,33 @@ impl Db {
                     &c.height,
                     &etag,
                 ],
+            )
+            .await?;
+        Ok(updated == 1)
+    }
+
+    /// Intents whose link expired before `before` and whose bytes never landed and were
+    /// judged: at most `limit`, oldest first.
+    pub async fn expired_intents(&self, before: OffsetDateTime, limit: i64) -> Result<Vec<(Uuid, String)>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, storage_path FROM chat_files WHERE status = 'pending' AND expires_at < $1 \
+                 ORDER BY expires_at LIMIT $2",
+                &[&before, &limit],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    /// Rejects an intent that expired before `before`; `false` when it was judged meanwhile.
+    pub async fn expire_intent(&self, id: Uuid, before: OffsetDateTime, rejection: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let updated = client
+            .execute(
+                "UPDATE chat_files SET status = 'rejected', rejection = $3, expires_at = NULL, updated_at = now() \
+                 WHERE id = $1 AND status = 'pending' AND expires_at < $2",
+                &[&id, &before, &rejection],
             )
             .await?;
         Ok(updated == 1)
@@ -195,7 +222,7 @@ impl Db {
             .execute(
                 "UPDATE chat_files SET status = 'rejected', rejection = $2, object_etag = $3, parsed_content = NULL, \
                  preview = NULL, expires_at = NULL, updated_at = now() \
-                 WHERE id = $1 AND (status = 'pending' OR object_etag IS DISTINCT FROM $3)",
+                 WHERE id = $1 AND (status = 'pending' OR (object_etag IS NOT NULL AND object_etag <> $3))",
                 &[&id, &rejection, &etag],
             )
             .await?;
