@@ -109,6 +109,11 @@ impl Stack {
     /// `GET /files/{id}` once the parse step has judged the file (status no longer
     /// `pending`); fails after 60 seconds.
     pub async fn settled(&self, user: &User, id: &str) -> serde_json::Value {
+        self.settled_every(user, id, std::time::Duration::from_millis(100)).await
+    }
+
+    /// `settled`, polling every `pause`.
+    pub async fn settled_every(&self, user: &User, id: &str, pause: std::time::Duration) -> serde_json::Value {
         let started = std::time::Instant::now();
         loop {
             let response = self
@@ -124,7 +129,7 @@ impl Stack {
                 return file;
             }
             assert!(started.elapsed() < std::time::Duration::from_secs(60), "still pending after 60 s: {file}");
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            tokio::time::sleep(pause).await;
         }
     }
 
