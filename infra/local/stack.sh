@@ -124,6 +124,8 @@ export SLUICE_LOCAL_JWT_SECRET=\${SLUICE_LOCAL_JWT_SECRET:-sluice-local-developm
 export PDFIUM_LIB_PATH=$LOCAL/pdfium/libpdfium.so
 export SLUICE_RUN_DIR=$run
 ENV
+  # The test stack redelivers failed messages after 5 s instead of minutes.
+  if [ "$1" = test ]; then echo "export SLUICE_LOCAL_VISIBILITY_TIMEOUT_SECS=5"; fi
 }
 
 wait_for() { # description, command...

@@ -101,10 +101,16 @@ pub async fn ensure_queue(sqs: &aws_sdk_sqs::Client, spec: &QueueSpec) -> Result
         .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
         .ok_or_else(|| failed("dead-letter queue", "no arn"))?;
     let redrive = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"{}"}}"#, spec.max_receive_count);
+    // The test stack shortens redelivery so that a poison message reaches its dead-letter
+    // queue within seconds; every other setting is the deployed one.
+    let visibility = std::env::var("SLUICE_LOCAL_VISIBILITY_TIMEOUT_SECS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(spec.visibility_timeout_secs);
     let queue = sqs
         .create_queue()
         .queue_name(spec.name)
-        .attributes(QueueAttributeName::VisibilityTimeout, spec.visibility_timeout_secs.to_string())
+        .attributes(QueueAttributeName::VisibilityTimeout, visibility.to_string())
         .attributes(QueueAttributeName::MessageRetentionPeriod, "345600")
         .attributes(QueueAttributeName::RedrivePolicy, redrive)
         .send()
