@@ -28,6 +28,7 @@ pub struct Door {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Function {
     Upload,
+    Knowledge,
 }
 
 fn function_for(path: &str) -> Option<Function> {
@@ -35,6 +36,7 @@ fn function_for(path: &str) -> Option<Function> {
     let first = rest.split('/').next().unwrap_or_default();
     match first {
         "files" | "messages" => Some(Function::Upload),
+        "kb" | "rag" | "secrets" | "embedding-endpoints" => Some(Function::Knowledge),
         _ => None,
     }
 }
@@ -123,6 +125,7 @@ impl Door {
         };
         let response = match function {
             Function::Upload => sluice_upload::handle(&self.upload, lambda_request).await,
+            Function::Knowledge => sluice_knowledge::handle(lambda_request).await,
         };
         into_hyper(response)
     }
@@ -184,7 +187,9 @@ mod tests {
     fn paths_map_to_their_function() {
         assert_eq!(function_for("/api/v1/files/upload"), Some(Function::Upload));
         assert_eq!(function_for("/api/v1/messages/x/attachments"), Some(Function::Upload));
-        assert_eq!(function_for("/api/v1/kb"), None);
+        assert_eq!(function_for("/api/v1/kb"), Some(Function::Knowledge));
+        assert_eq!(function_for("/api/v1/rag/embedding-models"), Some(Function::Knowledge));
+        assert_eq!(function_for("/api/v1/elsewhere"), None);
         assert_eq!(function_for("/files"), None);
     }
 }

@@ -1,9 +1,13 @@
 //! The vocabulary every Sluice crate shares: configuration, the caller's identity,
-//! filename rules, the attachment reference and the bounded pool for blocking work.
+//! filename rules, the attachment reference, the bounded pool for blocking work, and the
+//! knowledge-base rules: collection names, who may reach a base, the embedding catalog.
 
+pub mod access;
 pub mod attachment;
 pub mod blocking;
 pub mod caller;
+pub mod catalog;
+pub mod collection;
 pub mod config;
 pub mod content;
 pub mod filename;

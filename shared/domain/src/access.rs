@@ -1,0 +1,121 @@
+//! Who may reach a knowledge base: one decision, used by every route. The base's row is the
+//! authority; its scope sets what a caller's permissions allow, and an explicit grant on
+//! that one base widens it, never narrows it.
+
+use crate::Caller;
+use uuid::Uuid;
+
+/// Whose a knowledge base is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Its owner reads and writes.
+    Personal,
+    /// `collections:view` / `collections:edit` in its organization.
+    Org,
+    /// Everybody reads; only the deployment's `app_admin` writes.
+    App,
+}
+
+impl Scope {
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "personal" => Some(Self::Personal),
+            "org" => Some(Self::Org),
+            "app" => Some(Self::App),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Personal => "personal",
+            Self::Org => "org",
+            Self::App => "app",
+        }
+    }
+}
+
+/// What a caller may do with a base; ordered, so the wider of two is their `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Access {
+    None,
+    View,
+    Edit,
+}
+
+/// The facts about a base the decision needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BaseOwnership {
+    pub scope: Scope,
+    pub owner_id: Uuid,
+    pub org_id: Option<Uuid>,
+}
+
+/// What `caller` may do with `base`, given their explicit grant on it, if any.
+pub fn decide(caller: &Caller, base: &BaseOwnership, grant: Option<Access>) -> Access {
+    let by_scope = match base.scope {
+        Scope::Personal if base.owner_id == caller.user_id => Access::Edit,
+        Scope::Personal => Access::None,
+        Scope::Org if base.org_id.is_some() && base.org_id == caller.org_id => {
+            if caller.has_permission("collections:edit") {
+                Access::Edit
+            } else if caller.has_permission("collections:view") {
+                Access::View
+            } else {
+                Access::None
+            }
+        }
+        Scope::Org => Access::None,
+        Scope::App if caller.app_admin => Access::Edit,
+        Scope::App => Access::View,
+    };
+    by_scope.max(grant.unwrap_or(Access::None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(user: Uuid, org: Option<Uuid>, permissions: &[&str], app_admin: bool) -> Caller {
+        Caller {
+            user_id: user,
+            org_id: org,
+            permissions: permissions.iter().map(|p| p.to_string()).collect(),
+            app_admin,
+        }
+    }
+
+    #[test]
+    fn every_scope_permission_and_grant_decides_once() {
+        let (owner, other) = (Uuid::new_v4(), Uuid::new_v4());
+        let (org_a, org_b) = (Uuid::new_v4(), Uuid::new_v4());
+        let personal = BaseOwnership { scope: Scope::Personal, owner_id: owner, org_id: Some(org_a) };
+        let org = BaseOwnership { scope: Scope::Org, owner_id: owner, org_id: Some(org_a) };
+        let app = BaseOwnership { scope: Scope::App, owner_id: owner, org_id: None };
+        let viewer = caller(other, Some(org_a), &["collections:view"], false);
+        let editor = caller(other, Some(org_a), &["collections:edit"], false);
+        let outsider = caller(other, Some(org_b), &["collections:edit"], false);
+        let plain = caller(other, Some(org_a), &[], false);
+        let admin = caller(other, None, &[], true);
+        let cases = [
+            (&personal, caller(owner, None, &[], false), None, Access::Edit),
+            (&personal, editor.clone(), None, Access::None),
+            (&personal, admin.clone(), None, Access::None),
+            (&personal, plain.clone(), Some(Access::View), Access::View),
+            (&org, viewer.clone(), None, Access::View),
+            (&org, editor.clone(), None, Access::Edit),
+            (&org, plain.clone(), None, Access::None),
+            (&org, outsider.clone(), None, Access::None),
+            (&org, viewer.clone(), Some(Access::Edit), Access::Edit),
+            (&org, editor.clone(), Some(Access::View), Access::Edit),
+            (&org, outsider.clone(), Some(Access::View), Access::View),
+            (&app, plain.clone(), None, Access::View),
+            (&app, outsider.clone(), None, Access::View),
+            (&app, admin.clone(), None, Access::Edit),
+            (&app, editor.clone(), Some(Access::Edit), Access::Edit),
+        ];
+        for (i, (base, who, grant, expected)) in cases.iter().enumerate() {
+            assert_eq!(decide(who, base, *grant), *expected, "case {i}: {:?} {:?} {grant:?}", base.scope, who);
+        }
+    }
+}

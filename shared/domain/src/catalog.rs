@@ -1,0 +1,92 @@
+//! The embedding catalog: which providers serve which models at which width. It is a data
+//! file in the repository (`catalog/embedding-models.json`), compiled in, so every function
+//! and the API answer from the same list.
+
+use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Provider {
+    pub id: String,
+    pub name: String,
+    /// A keyless provider is a service on the deployment's own network: a base names a
+    /// local service for it, never a credential.
+    pub keyless: bool,
+    pub base_url: Option<String>,
+    pub models: Vec<Model>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Model {
+    pub model: String,
+    pub dim: u32,
+}
+
+/// One row of `GET /rag/embedding-models`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CatalogEntry {
+    pub provider: String,
+    pub model: String,
+    pub dim: u32,
+    pub keyless: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct CatalogFile {
+    providers: Vec<Provider>,
+}
+
+/// The catalog compiled into this build.
+pub fn providers() -> &'static [Provider] {
+    static CATALOG: OnceLock<Vec<Provider>> = OnceLock::new();
+    CATALOG.get_or_init(|| {
+        let file: CatalogFile = serde_json::from_str(include_str!("../catalog/embedding-models.json"))
+            .unwrap_or_else(|e| panic!("catalog/embedding-models.json is not a valid catalog: {e}"));
+        file.providers
+    })
+}
+
+pub fn provider(id: &str) -> Option<&'static Provider> {
+    providers().iter().find(|p| p.id == id)
+}
+
+/// Every model, or one provider's; `None` for a provider the catalog does not have.
+pub fn entries(provider_id: Option<&str>) -> Option<Vec<CatalogEntry>> {
+    let chosen: Vec<&Provider> = match provider_id {
+        Some(id) => vec![provider(id)?],
+        None => providers().iter().collect(),
+    };
+    Some(
+        chosen
+            .into_iter()
+            .flat_map(|p| {
+                p.models.iter().map(|m| CatalogEntry {
+                    provider: p.id.clone(),
+                    model: m.model.clone(),
+                    dim: m.dim,
+                    keyless: p.keyless,
+                })
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_catalog_file_is_whole() {
+        assert!(providers().len() >= 3);
+        for p in providers() {
+            assert!(!p.models.is_empty(), "{}", p.id);
+            assert!(p.models.iter().all(|m| m.dim > 0 && m.dim <= 16_000), "{}: pgvector's HNSW limit", p.id);
+            assert_eq!(p.keyless, p.base_url.is_none(), "{}: a keyed provider has its endpoint", p.id);
+        }
+        let local = provider("local").expect("the keyless local service");
+        assert!(local.keyless);
+        assert_eq!(local.models, [Model { model: "all-minilm-l6-v2".to_owned(), dim: 384 }]);
+        assert_eq!(entries(Some("nope")), None);
+        assert_eq!(entries(Some("local")).expect("local").len(), 1);
+    }
+}
