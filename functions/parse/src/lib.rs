@@ -37,10 +37,8 @@ impl State {
     /// are this binary, so its `main` calls `sluice_isolate::serve_if_worker` first.
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
-        let database_url = std::env::var("DATABASE_URL").map_err(|_| "DATABASE_URL is missing")?;
-        let db = Db::connect(&database_url, 4).await?;
-        let sdk = sluice_blob::sdk_config().await;
-        let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
+        let db = Db::connect_from_env(4).await?;
+        let blob = Blob::from_env(config.bucket.clone(), config.kms_key_id.clone()).await;
         let extractor = Extractor::current_exe(config.parse_max_memory_bytes)?;
         Ok(Self::new(config, db, blob, extractor))
     }

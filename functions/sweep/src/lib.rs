@@ -40,10 +40,8 @@ pub struct State {
 impl State {
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
-        let database_url = std::env::var("DATABASE_URL").map_err(|_| "DATABASE_URL is missing")?;
-        let db = Db::connect(&database_url, 2).await?;
-        let sdk = sluice_blob::sdk_config().await;
-        let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
+        let db = Db::connect_from_env(2).await?;
+        let blob = Blob::from_env(config.bucket.clone(), config.kms_key_id.clone()).await;
         Ok(Self { config, db, blob })
     }
 }

@@ -56,6 +56,13 @@ impl Db {
         Ok(db)
     }
 
+    /// Connects to `DATABASE_URL`, as every function is configured, and migrates.
+    pub async fn connect_from_env(max_connections: usize) -> Result<Self, StoreError> {
+        let url =
+            std::env::var("DATABASE_URL").map_err(|_| StoreError::Config("DATABASE_URL is missing".to_owned()))?;
+        Self::connect(&url, max_connections).await
+    }
+
     /// Applies every migration not yet applied, under an advisory lock.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         let mut client = self.pool.get().await?;
