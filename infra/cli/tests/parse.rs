@@ -65,3 +65,16 @@ fn a_file_beyond_the_memory_bound_is_unreadable_not_fatal() {
     // The same file under the default bound reads.
     assert!(verdict(&path, &[])["chars"].as_u64().expect("chars") > 100_000);
 }
+
+#[test]
+fn an_archive_gets_the_verdict_and_reason_the_upload_would() {
+    for (name, bytes, reason) in fixtures::hostile_archives().into_iter().filter(|(_, b, _)| b.len() < (1 << 20)) {
+        let v = verdict(&file(name, &bytes), &[]);
+        assert_eq!((v["verdict"].as_str(), v["reason"].as_str()), (Some("refused"), Some(reason)), "{name}: {v}");
+    }
+    let zip = fixtures::raw_zip(&[fixtures::RawZipEntry::file("repo/README.md", b"# Repo")]);
+    let v = verdict(&file("repo.zip", &zip), &[]);
+    assert_eq!(v["verdict"], "accepted");
+    assert_eq!(v["members"], 1);
+    assert_eq!(v["preview"], "repo/README.md");
+}
