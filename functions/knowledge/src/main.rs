@@ -5,8 +5,10 @@ use lambda_http::{Error, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     sluice_web::init_tracing();
-    lambda_http::run(service_fn(|request| async move {
-        Ok::<_, std::convert::Infallible>(sluice_knowledge::handle(request).await)
+    let state = sluice_knowledge::State::from_env().await?;
+    let state = &state;
+    lambda_http::run(service_fn(move |request| async move {
+        Ok::<_, std::convert::Infallible>(sluice_knowledge::handle(state, request).await)
     }))
     .await
 }

@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 #[derive(Debug)]
 pub struct Door {
     pub upload: sluice_upload::AppState,
+    pub knowledge: sluice_knowledge::State,
     pub jwt_secret: String,
     /// API Gateway's own payload ceiling is replaced by Sluice's request body cap.
     pub body_cap_bytes: u64,
@@ -125,7 +126,7 @@ impl Door {
         };
         let response = match function {
             Function::Upload => sluice_upload::handle(&self.upload, lambda_request).await,
-            Function::Knowledge => sluice_knowledge::handle(lambda_request).await,
+            Function::Knowledge => sluice_knowledge::handle(&self.knowledge, lambda_request).await,
         };
         into_hyper(response)
     }

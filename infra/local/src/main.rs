@@ -70,8 +70,10 @@ async fn serve() -> Result<(), Error> {
             }
         }
     });
+    let knowledge = sluice_knowledge::State { config: config.clone(), db: db.clone() };
     let door = sluice_local::door::Door {
         body_cap_bytes: config.request_body_cap_bytes(),
+        knowledge,
         upload: sluice_upload::AppState::new(config, db, blob, extractor),
         jwt_secret: sluice_local::jwt::local_secret(),
     };

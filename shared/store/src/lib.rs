@@ -1,9 +1,11 @@
 //! PostgreSQL: the connection pool, migrations and the repositories of Sluice's rows.
 
 mod chat_files;
+mod knowledge;
 mod migrate;
 
 pub use chat_files::{ChatFile, LandedFile, NewChatFile, NewUploadIntent};
+pub use knowledge::{Claim, GrantedBase, KnowledgeBase};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
