@@ -51,6 +51,15 @@ pub(crate) fn refuse(code: &'static str, message: impl Into<String>) -> Containe
     ContainerError::Unsafe { code, message: message.into() }
 }
 
+/// The refusal for more members than `limits` allow (the zip check also asks it of the
+/// directory's count up front, before reading a member).
+pub(crate) fn too_many_entries(limits: ContainerLimits) -> ContainerError {
+    refuse(
+        "too_many_entries",
+        format!("more than {} files and folders (WORKSPACE_ARCHIVE_MAX_ENTRIES)", limits.max_entries),
+    )
+}
+
 /// Checks one member path against the path rules and returns it normalised; `None` for
 /// the archive's own root (`./`), which names nothing.
 pub fn local_path(raw: &str) -> Result<Option<String>, ContainerError> {
@@ -112,10 +121,7 @@ impl Ledger {
     pub(crate) fn add(&mut self, raw: &str, is_folder: bool) -> Result<Option<usize>, ContainerError> {
         let Some(path) = local_path(raw)? else { return Ok(None) };
         if self.listing.members.len() >= self.limits.max_entries {
-            return Err(refuse(
-                "too_many_entries",
-                format!("more than {} files and folders (WORKSPACE_ARCHIVE_MAX_ENTRIES)", self.limits.max_entries),
-            ));
+            return Err(too_many_entries(self.limits));
         }
         let key = clash_key(&path);
         let clash = || refuse("file_folder_clash", format!("{path:?} is both a file and a folder"));
@@ -197,7 +203,8 @@ impl Ledger {
 mod tests {
     use super::*;
 
-    fn code(result: Result<Option<String>, ContainerError>) -> &'static str {
+    /// The reason code of a refusal; anything else fails the test.
+    fn refusal<T: std::fmt::Debug>(result: Result<T, ContainerError>) -> &'static str {
         match result {
             Err(ContainerError::Unsafe { code, .. }) => code,
             other => panic!("expected a refusal, got {other:?}"),
@@ -209,24 +216,17 @@ mod tests {
         assert_eq!(local_path("repo/src/app.py").expect("fine").as_deref(), Some("repo/src/app.py"));
         assert_eq!(local_path("./a//b/").expect("fine").as_deref(), Some("a/b"));
         assert_eq!(local_path("./").expect("root"), None);
-        assert_eq!(code(local_path("a/../../etc/passwd")), "path_traversal");
-        assert_eq!(code(local_path("/etc/passwd")), "absolute_path");
-        assert_eq!(code(local_path("C:/Windows/x")), "colon_in_path");
-        assert_eq!(code(local_path("a\\b")), "backslash_in_path");
-        assert_eq!(code(local_path("a\0b")), "control_character_in_path");
-        assert_eq!(code(local_path("a\u{7f}")), "control_character_in_path");
-        assert_eq!(code(local_path("")), "empty_path");
+        assert_eq!(refusal(local_path("a/../../etc/passwd")), "path_traversal");
+        assert_eq!(refusal(local_path("/etc/passwd")), "absolute_path");
+        assert_eq!(refusal(local_path("C:/Windows/x")), "colon_in_path");
+        assert_eq!(refusal(local_path("a\\b")), "backslash_in_path");
+        assert_eq!(refusal(local_path("a\0b")), "control_character_in_path");
+        assert_eq!(refusal(local_path("a\u{7f}")), "control_character_in_path");
+        assert_eq!(refusal(local_path("")), "empty_path");
     }
 
     fn ledger() -> Ledger {
         Ledger::new(ContainerLimits::default(), 1 << 20)
-    }
-
-    fn refusal(result: Result<Option<usize>, ContainerError>) -> &'static str {
-        match result {
-            Err(ContainerError::Unsafe { code, .. }) => code,
-            other => panic!("expected a refusal, got {other:?}"),
-        }
     }
 
     #[test]

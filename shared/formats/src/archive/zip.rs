@@ -3,7 +3,7 @@
 //! header that disagrees with its central-directory record, and entries whose data ranges
 //! overlap (the overlapping-file bomb, where one compressed block is counted many times).
 
-use super::{Ledger, Listing, READ_CHUNK_BYTES, refuse};
+use super::{Ledger, Listing, READ_CHUNK_BYTES, refuse, too_many_entries};
 use crate::container::{ContainerError, ContainerLimits};
 use std::io::{Cursor, Read};
 use zip::CompressionMethod;
@@ -41,10 +41,7 @@ pub fn check<'a>(
         return Err(corrupt("the end record's comment runs past the end of the file (the file is truncated)"));
     }
     if archive.len() > limits.max_entries {
-        return Err(refuse(
-            "too_many_entries",
-            format!("more than {} files and folders (WORKSPACE_ARCHIVE_MAX_ENTRIES)", limits.max_entries),
-        ));
+        return Err(too_many_entries(limits));
     }
     // The reader keeps one entry per name, so a name stored twice is found in the raw records.
     if central_directory_records(bytes).is_some_and(|records| records != archive.len()) {
