@@ -27,8 +27,10 @@ log() { printf '[stack] %s\n' "$*" >&2; }
 # Ports per profile, so a test run never disturbs a running dev stack.
 profile_ports() {
   case "$1" in
-    dev)  PG_PORT=${SLUICE_PG_PORT:-54329}; AWS_PORT=${SLUICE_AWS_PORT:-4566}; API_PORT=${SLUICE_API_PORT:-3000} ;;
-    test) PG_PORT=${SLUICE_PG_PORT:-55329}; AWS_PORT=${SLUICE_AWS_PORT:-54566}; API_PORT=${SLUICE_API_PORT:-53000} ;;
+    dev)  PG_PORT=${SLUICE_PG_PORT:-54329}; AWS_PORT=${SLUICE_AWS_PORT:-4566}; API_PORT=${SLUICE_API_PORT:-3000}
+          EMBED_PORT=${SLUICE_EMBED_PORT:-3100} ;;
+    test) PG_PORT=${SLUICE_PG_PORT:-55329}; AWS_PORT=${SLUICE_AWS_PORT:-54566}; API_PORT=${SLUICE_API_PORT:-53000}
+          EMBED_PORT=${SLUICE_EMBED_PORT:-53100} ;;
     *) echo "unknown profile '$1' (dev or test)" >&2; exit 2 ;;
   esac
 }
@@ -123,6 +125,8 @@ export SLUICE_API_URL=http://127.0.0.1:$API_PORT
 export SLUICE_LOCAL_JWT_SECRET=\${SLUICE_LOCAL_JWT_SECRET:-sluice-local-development-secret}
 export PDFIUM_LIB_PATH=$LOCAL/pdfium/libpdfium.so
 export SLUICE_RUN_DIR=$run
+export SLUICE_LOCAL_EMBEDDINGS_URL=http://127.0.0.1:$EMBED_PORT/v1
+export SLUICE_ALLOW_LOOPBACK_ENDPOINTS=true
 ENV
   # The test stack redelivers failed messages after 5 s instead of minutes.
   if [ "$1" = test ]; then echo "export SLUICE_LOCAL_VISIBILITY_TIMEOUT_SECS=5"; fi

@@ -28,7 +28,10 @@ impl Stack {
         let sdk = sluice_blob::sdk_config().await;
         Self {
             api: required("SLUICE_API_URL"),
-            http: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("http client"),
+            http: {
+                sluice_embed::install_tls_provider();
+                reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("http client")
+            },
             s3: sluice_blob::s3_client(&sdk),
             kms: aws_sdk_kms::Client::new(&sdk),
             sqs: aws_sdk_sqs::Client::new(&sdk),
@@ -171,6 +174,34 @@ impl Stack {
             .expect("count rows")
             .get(0);
         (objects, rows)
+    }
+
+    /// One API call as `user`: the status and the body, byte for byte.
+    pub async fn call(
+        &self,
+        user: &User,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (u16, String) {
+        let mut request = self.http.request(method, self.url(path)).header("authorization", user.bearer());
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("request");
+        (response.status().as_u16(), response.text().await.expect("body"))
+    }
+
+    /// One API call whose answer is JSON.
+    pub async fn call_json(
+        &self,
+        user: &User,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        let (status, text) = self.call(user, method, path, body).await;
+        (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}")))
     }
 
     pub async fn db(&self) -> tokio_postgres::Client {

@@ -39,12 +39,7 @@ async fn the_catalog_needs_a_token() {
 }
 
 async fn send(stack: &Stack, user: &User, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, String) {
-    let mut request = stack.http.request(method, stack.url(path)).header("authorization", user.bearer());
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.expect("request");
-    (response.status().as_u16(), response.text().await.expect("body"))
+    stack.call(user, method, path, body).await
 }
 
 /// Creates a base on the keyless local model; the status and the answer.
@@ -84,6 +79,7 @@ async fn every_scope_permission_and_grant_reads_as_the_rule_says_and_refusals_ar
     let (absent_status, absent) =
         send(&stack, &viewer, reqwest::Method::GET, &format!("/kb/{}", uuid::Uuid::new_v4()), None).await;
     assert_eq!(absent_status, 404);
+    let name = |base: &Value| base["collection_name"].as_str().expect("name").to_owned();
     // (base, caller, expected access or None for refused)
     let table: Vec<(&Value, &User, Option<&str>)> = vec![
         (&personal, &owner, Some("edit")),
@@ -97,15 +93,57 @@ async fn every_scope_permission_and_grant_reads_as_the_rule_says_and_refusals_ar
         (&app, &stranger, Some("view")),
         (&app, &admin, Some("edit")),
     ];
-    for (i, (base, user, expected)) in table.iter().enumerate() {
-        let (status, text) = send(&stack, user, reqwest::Method::GET, &format!("/kb/{}", id(base)), None).await;
-        match expected {
-            Some(access) => {
-                assert_eq!(status, 200, "case {i}: {text}");
-                let answer: Value = serde_json::from_str(&text).expect("JSON");
-                assert_eq!(answer["access"], *access, "case {i}");
+    // Every route, against every case: a read needs view, a write edit; each refusal reads
+    // byte for byte as the same route's answer for a base or name that does not exist.
+    use reqwest::Method;
+    let grant_to = serde_json::json!({"user_id": uuid::Uuid::new_v4(), "level": "view"});
+    type Route = (Method, fn(&str, &str) -> String, Option<Value>, bool);
+    let routes: Vec<Route> = vec![
+        (Method::GET, |id, _| format!("/kb/{id}"), None, false),
+        (Method::GET, |id, _| format!("/kb/{id}/ingestion"), None, false),
+        (Method::GET, |_, name| format!("/rag/collections/{name}/info"), None, false),
+        (Method::PATCH, |id, _| format!("/kb/{id}"), Some(serde_json::json!({"name": "Renamed"})), true),
+        (Method::POST, |id, _| format!("/kb/{id}/grants"), Some(grant_to), true),
+    ];
+    let ghost_id = uuid::Uuid::new_v4().to_string();
+    for (method, path, body, writes) in &routes {
+        let (status, ghost) =
+            send(&stack, &owner, method.clone(), &path(&ghost_id, "no_such_collection"), body.clone()).await;
+        assert_eq!(status, 404, "{method} {}", path("ID", "NAME"));
+        for (i, (base, user, expected)) in table.iter().enumerate() {
+            let allowed = match expected {
+                Some(access) => !*writes || *access == "edit",
+                None => false,
+            };
+            let (status, text) = send(&stack, user, method.clone(), &path(&id(base), &name(base)), body.clone()).await;
+            if allowed {
+                assert!(status == 200 || status == 201, "case {i}, {method} {}: {status} {text}", path("ID", "NAME"));
+            } else {
+                assert_eq!((status, text.as_str()), (404, ghost.as_str()), "case {i}, {method} {}", path("ID", "NAME"));
             }
-            None => assert_eq!((status, text.as_str()), (404, absent.as_str()), "case {i}"),
+        }
+    }
+    for (i, (base, user, expected)) in table.iter().enumerate() {
+        let (_, answer) = stack.call_json(user, reqwest::Method::GET, &format!("/kb/{}", id(base)), None).await;
+        if let Some(access) = expected {
+            assert_eq!(answer["access"], *access, "case {i}");
+        }
+        let (_, listed) = stack.call_json(user, reqwest::Method::GET, "/rag/collections", None).await;
+        let names: Vec<&str> =
+            listed["collections"].as_array().expect("collections").iter().filter_map(|c| c["name"].as_str()).collect();
+        assert_eq!(names.contains(&name(base).as_str()), expected.is_some(), "case {i}: {listed}");
+    }
+    // Deleting is a write too: refused alike for every non-writer, then queued for the owner.
+    for user in [&viewer, &member, &stranger, &admin] {
+        for path in [format!("/kb/{}", id(&org)), format!("/rag/collections/{}", name(&org))] {
+            let (status, text) = send(&stack, user, reqwest::Method::DELETE, &path, None).await;
+            let ghost = if path.starts_with("/kb") {
+                format!("/kb/{ghost_id}")
+            } else {
+                "/rag/collections/no_such_collection".to_owned()
+            };
+            let (_, expected) = send(&stack, &owner, reqwest::Method::DELETE, &ghost, None).await;
+            assert_eq!((status, text), (404, expected), "{path}");
         }
     }
     // A grant widens: the viewer may now manage the org base; the member may read it.
@@ -148,6 +186,7 @@ async fn a_base_is_refused_clearly_naming_its_field() {
         (&user, with("collection_name", "Handbook".into()), "collection_name"),
         (&user, with("collection_name", "foo-bar".into()), "collection_name"),
         (&user, with("collection_name", "all".into()), "collection_name"),
+        (&user, with("collection_name", "documents".into()), "collection_name"),
         (&user, with("collection_name", "x".repeat(46).into()), "collection_name"),
         (&user, with("scope", "galaxy".into()), "scope"),
         (&user, with("scope", "org".into()), "scope"),

@@ -1,20 +1,25 @@
-//! Knowledge bases: create (claiming the collection name), list, read and grant. Every
-//! answer about one base goes through `access::decide`; a base the caller may not reach is
-//! answered exactly like one that does not exist.
+//! Knowledge bases: create (claiming the collection name), list, read, move, grant and
+//! delete. Every answer about one base goes through `access::decide`; a base the caller may
+//! not reach is answered exactly like one that does not exist.
 
-use crate::{KnowledgeError, State};
+use crate::State;
+use crate::embedding::{self, Moment, Requested};
+use crate::error::{KnowledgeError, invalid};
+use crate::fields::{self, Field};
 use lambda_http::{Body, Request, Response};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use sluice_domain::access::{self, Access, Scope};
+use sluice_domain::ingestion::IngestionConfig;
 use sluice_domain::{Caller, catalog, collection};
-use sluice_store::{Claim, GrantedBase, KnowledgeBase};
-use sluice_web::{body_bytes, json_response};
+use sluice_store::{Claim, Claimant, GrantedBase, KnowledgeBase};
+use sluice_web::json_response;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 /// A base as the API answers it.
 #[derive(Debug, Serialize)]
-struct BaseView {
+pub struct BaseView {
     id: Uuid,
     name: String,
     scope: &'static str,
@@ -25,14 +30,17 @@ struct BaseView {
     embedding_provider: String,
     embedding_model: String,
     embedding_dim: i32,
+    embedding_secret_id: Option<Uuid>,
     embedding_endpoint_id: Option<Uuid>,
     embedding_base_url: Option<String>,
+    ingestion_config: IngestionConfig,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
     access: &'static str,
 }
 
-fn view(base: KnowledgeBase, access: Access) -> BaseView {
+pub fn view(base: KnowledgeBase, access: Access) -> BaseView {
+    let ingestion_config = IngestionConfig::from_stored(base.ingestion_config.as_ref()).unwrap_or_default();
     BaseView {
         id: base.id,
         name: base.name,
@@ -44,34 +52,12 @@ fn view(base: KnowledgeBase, access: Access) -> BaseView {
         embedding_provider: base.embedding_provider,
         embedding_model: base.embedding_model,
         embedding_dim: base.embedding_dim,
+        embedding_secret_id: base.embedding_secret_id,
         embedding_endpoint_id: base.embedding_endpoint_id,
         embedding_base_url: base.embedding_base_url,
+        ingestion_config,
         created_at: base.created_at,
         access: if access == Access::Edit { "edit" } else { "view" },
-    }
-}
-
-#[derive(Debug, Deserialize)]
-struct CreateRequest {
-    name: Option<serde_json::Value>,
-    scope: Option<serde_json::Value>,
-    collection_name: Option<serde_json::Value>,
-    is_default: Option<bool>,
-    embedding_provider: Option<serde_json::Value>,
-    embedding_model: Option<serde_json::Value>,
-    embedding_secret_id: Option<serde_json::Value>,
-    embedding_endpoint_id: Option<Uuid>,
-    embedding_base_url: Option<String>,
-}
-
-fn invalid(field: &'static str, message: impl Into<String>) -> KnowledgeError {
-    KnowledgeError::Invalid { field, message: message.into() }
-}
-
-fn text(value: Option<serde_json::Value>, field: &'static str) -> Result<String, KnowledgeError> {
-    match value {
-        Some(serde_json::Value::String(s)) if !s.trim().is_empty() => Ok(s),
-        _ => Err(invalid(field, format!("{field} must be a non-empty string"))),
     }
 }
 
@@ -91,12 +77,49 @@ fn derived_collection_name(display: &str) -> String {
     format!("{stem}_{}", &Uuid::new_v4().simple().to_string()[..6])
 }
 
+const CREATE_FIELDS: &[&str] = &[
+    "name",
+    "scope",
+    "collection_name",
+    "is_default",
+    "embedding_provider",
+    "embedding_model",
+    "embedding_secret_id",
+    "embedding_endpoint_id",
+    "embedding_base_url",
+    "ingestion_config",
+];
+
+/// A stored ingestion configuration from a request's field (`null`: the defaults).
+fn ingestion_config(body: &Map<String, Value>, current: Option<&Value>) -> Result<Field<Value>, KnowledgeError> {
+    match body.get("ingestion_config") {
+        None => Ok(Field::Absent),
+        Some(Value::Null) => Ok(Field::Null),
+        Some(changes) => {
+            let base = IngestionConfig::from_stored(current).unwrap_or_default();
+            let merged = IngestionConfig::merged(base, changes)
+                .map_err(|e| KnowledgeError::InvalidFields { message: e.message(), fields: e.fields })?;
+            Ok(Field::Set(merged.to_value()))
+        }
+    }
+}
+
 /// `POST /kb`.
 pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result<Response<Body>, KnowledgeError> {
-    let body: CreateRequest =
-        serde_json::from_slice(body_bytes(request)).map_err(|_| invalid("body", "the body must be a JSON object"))?;
-    let name = text(body.name, "name")?;
-    let scope_text = text(body.scope, "scope")?;
+    let body = fields::object(request)?;
+    create_from(state, caller, &body).await
+}
+
+/// Creates a base from a JSON body: `POST /kb`, and `POST /rag/collections/{name}` with
+/// the name and scope filled in.
+pub async fn create_from(
+    state: &State,
+    caller: &Caller,
+    body: &Map<String, Value>,
+) -> Result<Response<Body>, KnowledgeError> {
+    fields::only(body, CREATE_FIELDS)?;
+    let name = fields::required_text(body, "name")?;
+    let scope_text = fields::required_text(body, "scope")?;
     let scope = Scope::parse(&scope_text).ok_or_else(|| invalid("scope", "scope must be personal, org or app"))?;
     let org_id = match scope {
         Scope::Personal => caller.org_id,
@@ -108,36 +131,49 @@ pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result
         Scope::App if !caller.app_admin => return Err(invalid("scope", "only the app admin creates app bases")),
         Scope::App => None,
     };
-    let collection_name = match body.collection_name {
-        None | Some(serde_json::Value::Null) => derived_collection_name(&name),
-        other => text(other, "collection_name")?,
+    let is_default = match body.get("is_default") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(flag)) => *flag,
+        Some(_) => return Err(invalid("is_default", "is_default must be true or false")),
+    };
+    let collection_name = match fields::text(body, "collection_name")? {
+        Field::Set(name) => name,
+        _ => derived_collection_name(&name),
     };
     let schema_tables = state.db.schema_tables().await?;
     collection::validate_collection_name(&collection_name, &schema_tables)
         .map_err(|e| invalid("collection_name", e.message))?;
-    let provider_id = text(body.embedding_provider, "embedding_provider")?;
-    let provider = catalog::provider(&provider_id)
-        .ok_or_else(|| invalid("embedding_provider", format!("{provider_id:?} is not in the embedding catalog")))?;
-    let model_id = text(body.embedding_model, "embedding_model")?;
-    let model = provider
-        .models
-        .iter()
-        .find(|m| m.model == model_id)
-        .ok_or_else(|| invalid("embedding_model", format!("{model_id:?} is not a model {provider_id} serves")))?;
-    let has_secret = !matches!(body.embedding_secret_id, None | Some(serde_json::Value::Null));
-    if provider.keyless && has_secret {
-        return Err(invalid(
-            "embedding_secret_id",
-            format!("{provider_id} is keyless: name a local service, not a key"),
-        ));
-    }
-    if !provider.keyless && scope == Scope::App {
-        return Err(invalid("embedding_provider", "an app base embeds only through a keyless provider"));
-    }
-    if !provider.keyless {
-        // Credentials are not stored yet: no key can be one the caller may use.
-        return Err(invalid("embedding_secret_id", format!("{provider_id} needs a credential you can use")));
-    }
+    let ingestion = ingestion_config(body, None)?.or_keep(None);
+
+    // A name that exists lends its embedding: what the caller leaves out is adopted.
+    let holders = state.db.bases_named(&collection_name, caller.user_id).await?;
+    let held = holders.first().map(|h| &h.base);
+    let provider = match fields::text(body, "embedding_provider")? {
+        Field::Set(provider) => provider,
+        _ => held.map(|b| b.embedding_provider.clone()).ok_or_else(|| {
+            invalid("embedding_provider", "embedding_provider is required (GET /rag/embedding-models lists them)")
+        })?,
+    };
+    let same_provider = held.filter(|b| b.embedding_provider == provider);
+    let model = match fields::text(body, "embedding_model")? {
+        Field::Set(model) => model,
+        _ => same_provider
+            .map(|b| b.embedding_model.clone())
+            .ok_or_else(|| invalid("embedding_model", "embedding_model is required"))?,
+    };
+    let secret = fields::uuid(body, "embedding_secret_id")?;
+    let secret_inherited = !secret.is_given() && same_provider.is_some_and(|b| b.embedding_secret_id.is_some());
+    let requested = Requested {
+        secret_id: secret.or_keep(same_provider.and_then(|b| b.embedding_secret_id)),
+        endpoint_id: fields::uuid(body, "embedding_endpoint_id")?
+            .or_keep(same_provider.and_then(|b| b.embedding_endpoint_id)),
+        base_url: fields::text(body, "embedding_base_url")?
+            .or_keep(same_provider.and_then(|b| b.embedding_base_url.clone())),
+        provider,
+        model,
+        secret_inherited,
+    };
+    let resolved = embedding::resolve(state, caller, scope, requested, Moment::Create).await?;
     let base = KnowledgeBase {
         id: Uuid::new_v4(),
         name,
@@ -145,21 +181,27 @@ pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result
         owner_id: caller.user_id,
         org_id,
         collection_name,
-        is_default: body.is_default.unwrap_or(false),
-        embedding_provider: provider.id.clone(),
-        embedding_model: model.model.clone(),
-        embedding_dim: i32::try_from(model.dim).unwrap_or(i32::MAX),
-        embedding_endpoint_id: body.embedding_endpoint_id,
-        embedding_base_url: body.embedding_base_url,
+        is_default,
+        embedding_provider: resolved.provider.id.clone(),
+        embedding_model: resolved.model.model.clone(),
+        embedding_dim: i32::try_from(resolved.model.dim).unwrap_or(i32::MAX),
+        embedding_endpoint_id: resolved.endpoint_id,
+        embedding_base_url: resolved.base_url,
+        embedding_secret_id: resolved.secret_id,
+        ingestion_config: ingestion,
         created_at: OffsetDateTime::now_utc(),
     };
+    let claimant = Claimant { user_id: caller.user_id, org_id: caller.org_id, app_admin: caller.app_admin };
     let may_write = |held: &GrantedBase| access::decide(caller, &held.base.ownership(), held.grant) == Access::Edit;
-    match state.db.claim_knowledge_base(&base, may_write).await? {
-        Claim::Created(base) => Ok(json_response(201, &view(base, Access::Edit))),
-        Claim::Held => Err(KnowledgeError::Conflict {
-            field: "collection_name",
-            message: "the collection name is taken by a knowledge base you cannot write".to_owned(),
-        }),
+    let conflict = |message: &str| KnowledgeError::Conflict { field: "collection_name", message: message.to_owned() };
+    match state.db.claim_knowledge_base(&base, claimant, may_write).await? {
+        Claim::Created(base) => Ok(json_response(201, &view(*base, Access::Edit))),
+        Claim::Held => Err(conflict("the collection name is taken by a knowledge base you cannot write")),
+        Claim::Reserved => {
+            Err(conflict("the collection name is reserved while its teardown finishes; try again later"))
+        }
+        Claim::Unfiled => Err(conflict("the collection name holds content no knowledge base owns")),
+        Claim::Busy => Err(conflict("the collection name is busy with a write; try again in a moment")),
         Claim::Disagrees { model, provider } => Err(invalid(
             "embedding_model",
             format!("the collection already embeds with {model} on {provider}; a base on it adopts that"),
@@ -169,19 +211,25 @@ pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result
 
 /// `GET /kb`: the bases the caller can read.
 pub async fn list(state: &State, caller: &Caller) -> Result<Response<Body>, KnowledgeError> {
-    let candidates = state.db.candidate_knowledge_bases(caller.user_id, caller.org_id).await?;
-    let bases: Vec<BaseView> = candidates
-        .into_iter()
-        .filter_map(|held| {
-            let access = access::decide(caller, &held.base.ownership(), held.grant);
-            (access != Access::None).then(|| view(held.base, access))
-        })
-        .collect();
+    let bases: Vec<BaseView> =
+        reachable(state, caller).await?.into_iter().map(|(base, access)| view(base, access)).collect();
     Ok(json_response(200, &serde_json::json!({ "knowledge_bases": bases })))
 }
 
+/// Every base the caller can read, with their access, oldest first.
+pub async fn reachable(state: &State, caller: &Caller) -> Result<Vec<(KnowledgeBase, Access)>, KnowledgeError> {
+    let candidates = state.db.candidate_knowledge_bases(caller.user_id, caller.org_id).await?;
+    Ok(candidates
+        .into_iter()
+        .filter_map(|held| {
+            let access = access::decide(caller, &held.base.ownership(), held.grant);
+            (access != Access::None).then_some((held.base, access))
+        })
+        .collect())
+}
+
 /// The base if the caller reaches it at `at_least`; otherwise exactly "not found".
-async fn reach(
+pub async fn reach(
     state: &State,
     caller: &Caller,
     id: Uuid,
@@ -201,10 +249,117 @@ pub async fn get(state: &State, caller: &Caller, id: Uuid) -> Result<Response<Bo
     Ok(json_response(200, &view(base, access)))
 }
 
-#[derive(Debug, Deserialize)]
-struct GrantRequest {
-    user_id: Option<Uuid>,
-    level: Option<String>,
+const PATCH_FIELDS: &[&str] = &[
+    "name",
+    "embedding_provider",
+    "embedding_model",
+    "embedding_dim",
+    "embedding_secret_id",
+    "embedding_endpoint_id",
+    "embedding_base_url",
+    "ingestion_config",
+];
+
+/// `PATCH /kb/{id}`: provider, endpoint, base URL, credential and ingestion configuration
+/// move; the model and width never change (a move to another provider keeps the same
+/// embedding space, under that provider's name for it).
+pub async fn patch(
+    state: &State,
+    caller: &Caller,
+    id: Uuid,
+    request: &Request,
+) -> Result<Response<Body>, KnowledgeError> {
+    let (base, access) = reach(state, caller, id, Access::Edit).await?;
+    let body = fields::object(request)?;
+    fields::only(&body, PATCH_FIELDS)?;
+    if let Some(dim) = body.get("embedding_dim")
+        && dim.as_i64() != Some(i64::from(base.embedding_dim))
+    {
+        return Err(invalid("embedding_dim", format!("the width is fixed at creation ({})", base.embedding_dim)));
+    }
+    let space = catalog::provider(&base.embedding_provider)
+        .and_then(|p| p.model(&base.embedding_model))
+        .map(|m| m.space.clone())
+        .unwrap_or_else(|| base.embedding_model.clone());
+    let provider_id = match fields::text(&body, "embedding_provider")? {
+        Field::Set(provider) => provider,
+        Field::Null => return Err(invalid("embedding_provider", "a base always has a provider")),
+        Field::Absent => base.embedding_provider.clone(),
+    };
+    let provider = catalog::provider(&provider_id)
+        .ok_or_else(|| invalid("embedding_provider", format!("{provider_id:?} is not in the embedding catalog")))?;
+    let dim = u32::try_from(base.embedding_dim).unwrap_or_default();
+    let model = provider.model_in_space(&space, dim).ok_or_else(|| {
+        invalid("embedding_provider", format!("{provider_id} does not serve the collection's model ({space})"))
+    })?;
+    if let Field::Set(asked) = fields::text(&body, "embedding_model")?
+        && asked != model.model
+        && asked != base.embedding_model
+    {
+        return Err(invalid(
+            "embedding_model",
+            format!(
+                "the model is fixed at creation ({}); re-ingest into a new base to change it",
+                base.embedding_model
+            ),
+        ));
+    }
+    let moved = provider.id != base.embedding_provider;
+    let keep = |value: Option<Uuid>| if moved { None } else { value };
+    let secret = fields::uuid(&body, "embedding_secret_id")?;
+    let requested = Requested {
+        provider: provider.id.clone(),
+        model: model.model.clone(),
+        secret_inherited: !secret.is_given() && !moved,
+        secret_id: secret.or_keep(keep(base.embedding_secret_id)),
+        endpoint_id: fields::uuid(&body, "embedding_endpoint_id")?.or_keep(keep(base.embedding_endpoint_id)),
+        base_url: fields::text(&body, "embedding_base_url")?.or_keep(if moved {
+            None
+        } else {
+            base.embedding_base_url.clone()
+        }),
+    };
+    let resolved = embedding::resolve(state, caller, base.scope, requested, Moment::Move).await?;
+    let ingestion = ingestion_config(&body, base.ingestion_config.as_ref())?.or_keep(base.ingestion_config.clone());
+    let name = match fields::text(&body, "name")? {
+        Field::Set(name) => name,
+        Field::Null => return Err(invalid("name", "a base always has a name")),
+        Field::Absent => base.name.clone(),
+    };
+    let updated = KnowledgeBase {
+        name,
+        embedding_provider: resolved.provider.id.clone(),
+        embedding_model: resolved.model.model.clone(),
+        embedding_secret_id: resolved.secret_id,
+        embedding_endpoint_id: resolved.endpoint_id,
+        embedding_base_url: resolved.base_url,
+        ingestion_config: ingestion,
+        ..base
+    };
+    let stored = state.db.update_knowledge_base(&updated).await?.ok_or(KnowledgeError::NotFound)?;
+    Ok(json_response(200, &view(stored, access)))
+}
+
+/// `DELETE /kb/{id}`: the rows change in the request, with the teardown reservation and
+/// its outbox row; the teardown function finishes after the commit.
+pub async fn delete(state: &State, caller: &Caller, id: Uuid) -> Result<Response<Body>, KnowledgeError> {
+    let (base, _) = reach(state, caller, id, Access::Edit).await?;
+    queue_teardown(state, base.id).await
+}
+
+pub async fn queue_teardown(state: &State, kb_id: Uuid) -> Result<Response<Body>, KnowledgeError> {
+    let queued = state.db.queue_teardown(kb_id).await?.ok_or(KnowledgeError::NotFound)?;
+    Ok(json_response(
+        202,
+        &serde_json::json!({
+            "kb_id": queued.kb_id,
+            "collection_name": queued.collection_name,
+            "teardown_id": queued.teardown_id,
+            "status": "queued",
+            "cleared": queued.cleared,
+            "drops_table": queued.drop_table,
+        }),
+    ))
 }
 
 /// `POST /kb/{id}/grants`: only a caller who may write the base grants on it.
@@ -215,16 +370,20 @@ pub async fn grant(
     request: &Request,
 ) -> Result<Response<Body>, KnowledgeError> {
     let (base, _) = reach(state, caller, id, Access::Edit).await?;
-    let body: GrantRequest =
-        serde_json::from_slice(body_bytes(request)).map_err(|_| invalid("body", "the body must be a JSON object"))?;
-    let user = body.user_id.ok_or_else(|| invalid("user_id", "user_id must be a UUID"))?;
-    let level = match body.level.as_deref() {
+    let body = fields::object(request)?;
+    fields::only(&body, &["user_id", "level"])?;
+    let user = match fields::uuid(&body, "user_id")? {
+        Field::Set(user) => user,
+        _ => return Err(invalid("user_id", "user_id must be a UUID")),
+    };
+    let level = match body.get("level").and_then(Value::as_str) {
         Some("view") => Access::View,
         Some("edit") => Access::Edit,
         _ => return Err(invalid("level", "level must be view or edit")),
     };
     state.db.grant_knowledge_base(base.id, user, level).await?;
-    Ok(json_response(201, &serde_json::json!({ "kb_id": base.id, "user_id": user, "level": body.level })))
+    let level = if level == Access::Edit { "edit" } else { "view" };
+    Ok(json_response(201, &serde_json::json!({ "kb_id": base.id, "user_id": user, "level": level })))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The knowledge function's one error type, mapped once to HTTP.
 
 use sluice_store::StoreError;
+use sluice_vault::VaultError;
 use sluice_web::ApiError;
 
 #[derive(Debug, thiserror::Error)]
@@ -14,14 +15,23 @@ pub enum KnowledgeError {
     NotFound,
     #[error("{field}: {message}")]
     Invalid { field: &'static str, message: String },
+    /// A refusal naming several fields (the ingestion configuration's pair rule).
+    #[error("{message}")]
+    InvalidFields { message: String, fields: Vec<(String, String)> },
+    /// The caller lacks a permission the route needs (not a question of one resource).
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{field}: {message}")]
     Conflict { field: &'static str, message: String },
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Vault(#[from] VaultError),
 }
 
 impl KnowledgeError {
-    /// The HTTP answer; a database failure is logged in full and answered without its text.
+    /// The HTTP answer; a database or key-service failure is logged in full and answered
+    /// without its text.
     pub fn into_api_error(self) -> ApiError {
         match self {
             Self::Unauthorized => ApiError::unauthorized(),
@@ -30,11 +40,24 @@ impl KnowledgeError {
             Self::Invalid { field, message } => {
                 ApiError::new(400, "invalid_request", message.clone()).field(field, message)
             }
+            Self::InvalidFields { message, fields } => fields
+                .into_iter()
+                .fold(ApiError::new(400, "invalid_request", message), |error, (field, why)| error.field(&field, why)),
+            Self::Forbidden(message) => ApiError::new(403, "forbidden", message),
             Self::Conflict { field, message } => ApiError::new(409, "conflict", message.clone()).field(field, message),
             Self::Store(error) => {
                 tracing::error!(error = %error, "database failure");
                 ApiError::unavailable()
             }
+            Self::Vault(error) => {
+                tracing::error!(error = ?error, "key service failure");
+                ApiError::new(503, "unavailable", "the key service did not answer; retry shortly")
+            }
         }
     }
+}
+
+/// A `400` naming `field`.
+pub fn invalid(field: &'static str, message: impl Into<String>) -> KnowledgeError {
+    KnowledgeError::Invalid { field, message: message.into() }
 }

@@ -1,16 +1,22 @@
-//! The `knowledge` function: knowledge bases, collections, credentials and the embedding
-//! catalog. It serves the catalog and the bases (create with the collection-name claim,
-//! list, read, grant), each answer through the one access decision in
-//! `sluice_domain::access`.
+//! The `knowledge` function: knowledge bases, collections, credentials, keyless embedding
+//! services and the embedding catalog. Every answer about a base goes through the one
+//! access decision in `sluice_domain::access`.
 
 mod bases;
+mod collections;
+mod embedding;
+mod endpoints;
 mod error;
+mod fields;
+mod secrets;
 
 pub use error::KnowledgeError;
 
 use lambda_http::{Body, Request, RequestExt, Response};
 use sluice_domain::Config;
+use sluice_embed::EndpointPolicy;
 use sluice_store::Db;
+use sluice_vault::Vault;
 use sluice_web::json_response;
 use uuid::Uuid;
 
@@ -19,23 +25,51 @@ use uuid::Uuid;
 pub struct State {
     pub config: Config,
     pub db: Db,
+    pub vault: Vault,
+    pub http: reqwest::Client,
+    pub endpoint_policy: EndpointPolicy,
 }
 
 impl State {
+    /// The state over given clients; credentials are sealed under `config.kms_key_id`.
+    pub fn new(config: Config, db: Db, kms: aws_sdk_kms::Client) -> Self {
+        Self {
+            vault: Vault::new(kms, config.kms_key_id.clone()),
+            db,
+            http: sluice_embed::http_client(),
+            endpoint_policy: EndpointPolicy::from_env(),
+            config,
+        }
+    }
+
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
-        Ok(Self { config: Config::from_env()?, db: Db::connect_from_env(4).await? })
+        let config = Config::from_env()?;
+        let kms = aws_sdk_kms::Client::new(&sluice_blob::sdk_config().await);
+        Ok(Self::new(config, Db::connect_from_env(4).await?, kms))
     }
 }
 
 #[derive(Debug, PartialEq, Eq)]
 enum Route {
     EmbeddingModels,
+    OpenRouterModels,
     CreateBase,
     ListBases,
     Base(Uuid),
+    PatchBase(Uuid),
+    DeleteBase(Uuid),
     Grant(Uuid),
+    Ingestion(Uuid),
     /// A base route naming an id that cannot exist: answered like an absent base.
     NoSuchBase,
+    ListCollections,
+    CreateCollection(String),
+    DropCollection(String),
+    CollectionInfo(String),
+    CreateSecret,
+    ListSecrets,
+    CreateEndpoint,
+    ListEndpoints,
 }
 
 fn route(method: &str, path: &str) -> Option<Route> {
@@ -44,10 +78,22 @@ fn route(method: &str, path: &str) -> Option<Route> {
     let base = |id: &str, found: fn(Uuid) -> Route| Uuid::parse_str(id).map_or(Route::NoSuchBase, found);
     Some(match (method, segments.as_slice()) {
         ("GET", ["rag", "embedding-models"]) => Route::EmbeddingModels,
+        ("GET", ["rag", "embedding-models", "openrouter"]) => Route::OpenRouterModels,
         ("POST", ["kb"]) => Route::CreateBase,
         ("GET", ["kb"]) => Route::ListBases,
         ("GET", ["kb", id]) => base(id, Route::Base),
+        ("PATCH", ["kb", id]) => base(id, Route::PatchBase),
+        ("DELETE", ["kb", id]) => base(id, Route::DeleteBase),
         ("POST", ["kb", id, "grants"]) => base(id, Route::Grant),
+        ("GET", ["kb", id, "ingestion"]) => base(id, Route::Ingestion),
+        ("GET", ["rag", "collections"]) => Route::ListCollections,
+        ("POST", ["rag", "collections", name]) => Route::CreateCollection((*name).to_owned()),
+        ("DELETE", ["rag", "collections", name]) => Route::DropCollection((*name).to_owned()),
+        ("GET", ["rag", "collections", name, "info"]) => Route::CollectionInfo((*name).to_owned()),
+        ("POST", ["secrets"]) => Route::CreateSecret,
+        ("GET", ["secrets"]) => Route::ListSecrets,
+        ("POST", ["embedding-endpoints"]) => Route::CreateEndpoint,
+        ("GET", ["embedding-endpoints"]) => Route::ListEndpoints,
         _ => return None,
     })
 }
@@ -58,11 +104,23 @@ pub async fn handle(state: &State, request: Request) -> Response<Body> {
         let caller = sluice_web::caller(&request).map_err(|_| KnowledgeError::Unauthorized)?;
         match route(request.method().as_str(), request.uri().path()).ok_or(KnowledgeError::NoRoute)? {
             Route::EmbeddingModels => embedding_models(&request),
+            Route::OpenRouterModels => openrouter_models(state, &request).await,
             Route::CreateBase => bases::create(state, &caller, &request).await,
             Route::ListBases => bases::list(state, &caller).await,
             Route::Base(id) => bases::get(state, &caller, id).await,
+            Route::PatchBase(id) => bases::patch(state, &caller, id, &request).await,
+            Route::DeleteBase(id) => bases::delete(state, &caller, id).await,
             Route::Grant(id) => bases::grant(state, &caller, id, &request).await,
+            Route::Ingestion(id) => collections::ingestion(state, &caller, id).await,
             Route::NoSuchBase => Err(KnowledgeError::NotFound),
+            Route::ListCollections => collections::list(state, &caller).await,
+            Route::CreateCollection(name) => collections::create(state, &caller, &name, &request).await,
+            Route::DropCollection(name) => collections::drop(state, &caller, &name).await,
+            Route::CollectionInfo(name) => collections::info(state, &caller, &name).await,
+            Route::CreateSecret => secrets::create(state, &caller, &request).await,
+            Route::ListSecrets => secrets::list(state, &caller).await,
+            Route::CreateEndpoint => endpoints::create(state, &caller, &request).await,
+            Route::ListEndpoints => endpoints::list(state, &caller).await,
         }
     }
     .await;
@@ -75,16 +133,32 @@ fn embedding_models(request: &Request) -> Result<Response<Body>, KnowledgeError>
     let provider = query.first("provider").filter(|p| !p.is_empty());
     let entries = sluice_domain::catalog::entries(provider).ok_or_else(|| {
         let known: Vec<&str> = sluice_domain::catalog::providers().iter().map(|p| p.id.as_str()).collect();
-        KnowledgeError::Invalid {
-            field: "provider",
-            message: format!(
-                "unknown provider {:?}; the catalog has {}",
-                provider.unwrap_or_default(),
-                known.join(", ")
-            ),
-        }
+        error::invalid(
+            "provider",
+            format!("unknown provider {:?}; the catalog has {}", provider.unwrap_or_default(), known.join(", ")),
+        )
     })?;
     Ok(json_response(200, &serde_json::json!({ "models": entries })))
+}
+
+/// `GET /rag/embedding-models/openrouter?base_url=`: the catalog's OpenRouter models the
+/// endpoint lists, or the whole list marked unconfirmed when it cannot be asked.
+async fn openrouter_models(state: &State, request: &Request) -> Result<Response<Body>, KnowledgeError> {
+    let query = request.query_string_parameters();
+    let entries = sluice_domain::catalog::entries(Some("openrouter")).unwrap_or_default();
+    let Some(base_url) = query.first("base_url").filter(|u| !u.is_empty()) else {
+        return Ok(json_response(200, &serde_json::json!({ "models": entries, "confirmed": false })));
+    };
+    state.endpoint_policy.check_openrouter(base_url).map_err(|why| error::invalid("base_url", why))?;
+    Ok(match sluice_embed::openrouter_models(&state.http, base_url).await {
+        sluice_embed::Listing::Served(served) => {
+            let models: Vec<_> = entries.into_iter().filter(|e| served.contains(&e.model)).collect();
+            json_response(200, &serde_json::json!({ "models": models, "confirmed": true }))
+        }
+        sluice_embed::Listing::Unconfirmed => {
+            json_response(200, &serde_json::json!({ "models": entries, "confirmed": false }))
+        }
+    })
 }
 
 #[cfg(test)]
@@ -99,5 +173,11 @@ mod tests {
         assert_eq!(route("GET", "/api/v1/kb"), Some(Route::ListBases));
         assert_eq!(route("GET", "/api/v1/kb/not-a-uuid"), Some(Route::NoSuchBase));
         assert_eq!(route("DELETE", "/api/v1/kb"), None);
+        let id = Uuid::new_v4();
+        assert_eq!(route("PATCH", &format!("/api/v1/kb/{id}")), Some(Route::PatchBase(id)));
+        assert_eq!(route("DELETE", "/api/v1/rag/collections/handbook"), Some(Route::DropCollection("handbook".into())));
+        assert_eq!(route("GET", "/api/v1/rag/collections/x/info"), Some(Route::CollectionInfo("x".into())));
+        assert_eq!(route("GET", "/api/v1/secrets"), Some(Route::ListSecrets));
+        assert_eq!(route("PUT", "/api/v1/secrets"), None);
     }
 }

@@ -70,7 +70,8 @@ async fn serve() -> Result<(), Error> {
             }
         }
     });
-    let knowledge = sluice_knowledge::State { config: config.clone(), db: db.clone() };
+    register_local_embeddings(&db).await?;
+    let knowledge = sluice_knowledge::State::new(config.clone(), db.clone(), kms);
     let door = sluice_local::door::Door {
         body_cap_bytes: config.request_body_cap_bytes(),
         knowledge,
@@ -81,5 +82,25 @@ async fn serve() -> Result<(), Error> {
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     tracing::info!(addr, bucket, kms_key = key, "sluice-local is serving");
     sluice_local::door::serve(listener, Arc::new(door)).await?;
+    Ok(())
+}
+
+/// The local stack's keyless embedding service, registered deployment-wide (as an app
+/// admin would), so a base on the `local` provider finds it without naming it.
+async fn register_local_embeddings(db: &sluice_store::Db) -> Result<(), Error> {
+    let Ok(base_url) = std::env::var("SLUICE_LOCAL_EMBEDDINGS_URL") else {
+        return Ok(());
+    };
+    let endpoint = sluice_store::EmbeddingEndpoint {
+        id: uuid::Uuid::new_v4(),
+        name: "local-embeddings".to_owned(),
+        provider: "local".to_owned(),
+        base_url,
+        org_id: None,
+        created_by: uuid::Uuid::nil(),
+        created_at: time::OffsetDateTime::now_utc(),
+    };
+    db.upsert_deployment_endpoint(&endpoint).await?;
+    tracing::info!(base_url = endpoint.base_url, "local embedding service registered");
     Ok(())
 }

@@ -72,6 +72,24 @@ pub fn decide(caller: &Caller, base: &BaseOwnership, grant: Option<Access>) -> A
     by_scope.max(grant.unwrap_or(Access::None))
 }
 
+/// The facts about a stored credential the visibility decision needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SecretOwnership {
+    pub owner_id: Uuid,
+    pub org_id: Option<Uuid>,
+    /// Shared with the organization, rather than private to its owner.
+    pub shared_with_org: bool,
+}
+
+/// Whether `caller` may see (and so bind) a credential: `secrets:view` (which
+/// `secrets:edit` implies) in the credential's own organization, and either its owner or
+/// a credential shared with that organization. Binding a key is lending it, so seeing it is
+/// the bar, not writing the collection.
+pub fn may_see_secret(caller: &Caller, secret: &SecretOwnership) -> bool {
+    let may_view = caller.has_permission("secrets:view") || caller.has_permission("secrets:edit");
+    may_view && secret.org_id == caller.org_id && (secret.owner_id == caller.user_id || secret.shared_with_org)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +134,27 @@ mod tests {
         ];
         for (i, (base, who, grant, expected)) in cases.iter().enumerate() {
             assert_eq!(decide(who, base, *grant), *expected, "case {i}: {:?} {:?} {grant:?}", base.scope, who);
+        }
+    }
+
+    #[test]
+    fn a_secret_is_seen_in_its_own_organization_with_secrets_view() {
+        let (owner, member) = (Uuid::new_v4(), Uuid::new_v4());
+        let (org, other_org) = (Uuid::new_v4(), Uuid::new_v4());
+        let private = SecretOwnership { owner_id: owner, org_id: Some(org), shared_with_org: false };
+        let shared = SecretOwnership { shared_with_org: true, ..private };
+        let cases = [
+            (caller(owner, Some(org), &["secrets:view"], false), private, true),
+            (caller(owner, Some(org), &[], false), private, false),
+            (caller(member, Some(org), &["secrets:view"], false), private, false),
+            (caller(member, Some(org), &["secrets:view"], false), shared, true),
+            (caller(member, Some(org), &["secrets:edit"], false), shared, true),
+            (caller(member, Some(other_org), &["secrets:view"], false), shared, false),
+            (caller(owner, Some(other_org), &["secrets:view"], false), private, false),
+            (caller(member, Some(org), &["collections:edit"], true), shared, false),
+        ];
+        for (i, (who, secret, expected)) in cases.iter().enumerate() {
+            assert_eq!(may_see_secret(who, secret), *expected, "case {i}");
         }
     }
 }

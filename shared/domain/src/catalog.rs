@@ -20,6 +20,9 @@ pub struct Provider {
 pub struct Model {
     pub model: String,
     pub dim: u32,
+    /// The embedding space: one model served by several providers (OpenAI's own and
+    /// through OpenRouter) writes vectors in one space, so a base may move between them.
+    pub space: String,
 }
 
 /// One row of `GET /rag/embedding-models`.
@@ -48,6 +51,17 @@ pub fn providers() -> &'static [Provider] {
 
 pub fn provider(id: &str) -> Option<&'static Provider> {
     providers().iter().find(|p| p.id == id)
+}
+
+impl Provider {
+    pub fn model(&self, id: &str) -> Option<&Model> {
+        self.models.iter().find(|m| m.model == id)
+    }
+
+    /// This provider's name for a model of `space` at `dim`, if it serves one.
+    pub fn model_in_space(&self, space: &str, dim: u32) -> Option<&Model> {
+        self.models.iter().find(|m| m.space == space && m.dim == dim)
+    }
 }
 
 /// Every model, or one provider's; `None` for a provider the catalog does not have.
@@ -80,12 +94,19 @@ mod tests {
         assert!(providers().len() >= 3);
         for p in providers() {
             assert!(!p.models.is_empty(), "{}", p.id);
-            assert!(p.models.iter().all(|m| m.dim > 0 && m.dim <= 16_000), "{}: pgvector's HNSW limit", p.id);
+            assert!(p.models.iter().all(|m| m.dim > 0 && m.dim <= 4_000), "{}: pgvector's HNSW limit (halfvec)", p.id);
             assert_eq!(p.keyless, p.base_url.is_none(), "{}: a keyed provider has its endpoint", p.id);
         }
         let local = provider("local").expect("the keyless local service");
         assert!(local.keyless);
-        assert_eq!(local.models, [Model { model: "all-minilm-l6-v2".to_owned(), dim: 384 }]);
+        assert_eq!(local.models.len(), 1);
+        assert_eq!((local.models[0].model.as_str(), local.models[0].dim), ("all-minilm-l6-v2", 384));
+        let openrouter = provider("openrouter").expect("openrouter");
+        let small = provider("openai").and_then(|p| p.model("text-embedding-3-small")).expect("small");
+        assert_eq!(
+            openrouter.model_in_space(&small.space, small.dim).map(|m| m.model.as_str()),
+            Some("openai/text-embedding-3-small")
+        );
         assert_eq!(entries(Some("nope")), None);
         assert_eq!(entries(Some("local")).expect("local").len(), 1);
     }

@@ -11,6 +11,7 @@ pub mod collection;
 pub mod config;
 pub mod content;
 pub mod filename;
+pub mod ingestion;
 
 pub use attachment::AttachmentRef;
 pub use blocking::BlockingPool;

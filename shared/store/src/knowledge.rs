@@ -1,6 +1,8 @@
 //! Knowledge bases. The store answers what exists; who may reach it is decided once, by
 //! `sluice_domain::access`, on what these functions return.
 
+use crate::collections::{holds_unfiled_content, teardown_reserved};
+use crate::vectors::NAME_LOCK_SQL;
 use crate::{Db, StoreError};
 use sluice_domain::access::{Access, BaseOwnership, Scope};
 use time::OffsetDateTime;
@@ -22,6 +24,8 @@ pub struct KnowledgeBase {
     pub embedding_dim: i32,
     pub embedding_endpoint_id: Option<Uuid>,
     pub embedding_base_url: Option<String>,
+    pub embedding_secret_id: Option<Uuid>,
+    pub ingestion_config: Option<serde_json::Value>,
     pub created_at: OffsetDateTime,
 }
 
@@ -41,7 +45,7 @@ pub struct GrantedBase {
 /// How a claim of a collection name ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Claim {
-    Created(KnowledgeBase),
+    Created(Box<KnowledgeBase>),
     /// The name is held by bases the caller cannot write.
     Held,
     /// The name's collection embeds differently from what was asked.
@@ -49,13 +53,27 @@ pub enum Claim {
         model: String,
         provider: String,
     },
+    /// The name is reserved for a teardown that has not finished.
+    Reserved,
+    /// No base holds the name, but it holds content another tenant wrote with no base.
+    Unfiled,
+    /// A write held the name past the claim's one-second wait: try again.
+    Busy,
 }
 
-const COLUMNS: &str = "kb.id, kb.name, kb.scope, kb.owner_id, kb.org_id, kb.collection_name, kb.is_default, \
-                       kb.embedding_provider, kb.embedding_model, kb.embedding_dim, kb.embedding_endpoint_id, \
-                       kb.embedding_base_url, kb.created_at";
+/// Who is claiming: the facts the claim's own checks need beyond the access decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claimant {
+    pub user_id: Uuid,
+    pub org_id: Option<Uuid>,
+    pub app_admin: bool,
+}
 
-fn from_row(row: &Row) -> KnowledgeBase {
+pub(crate) const COLUMNS: &str = "kb.id, kb.name, kb.scope, kb.owner_id, kb.org_id, kb.collection_name, kb.is_default, \
+                       kb.embedding_provider, kb.embedding_model, kb.embedding_dim, kb.embedding_endpoint_id, \
+                       kb.embedding_base_url, kb.embedding_secret_id, kb.ingestion_config, kb.created_at";
+
+pub(crate) fn from_row(row: &Row) -> KnowledgeBase {
     let scope: String = row.get("scope");
     KnowledgeBase {
         id: row.get("id"),
@@ -70,11 +88,13 @@ fn from_row(row: &Row) -> KnowledgeBase {
         embedding_dim: row.get("embedding_dim"),
         embedding_endpoint_id: row.get("embedding_endpoint_id"),
         embedding_base_url: row.get("embedding_base_url"),
+        embedding_secret_id: row.get("embedding_secret_id"),
+        ingestion_config: row.get("ingestion_config"),
         created_at: row.get("created_at"),
     }
 }
 
-fn grant_of(level: Option<String>) -> Option<Access> {
+pub(crate) fn grant_of(level: Option<String>) -> Option<Access> {
     match level.as_deref() {
         Some("edit") => Some(Access::Edit),
         Some("view") => Some(Access::View),
@@ -91,25 +111,52 @@ impl Db {
             .query(
                 "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
                  WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v') \
-                 AND NOT (c.relname LIKE 'rag\\_%' AND obj_description(c.oid, 'pg_class') = 'sluice:vector-table')",
+                 AND obj_description(c.oid, 'pg_class') IS DISTINCT FROM 'sluice:vector-table'",
                 &[],
             )
             .await?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
-    /// Claims `base.collection_name` and records the base, one claim of a name at a time:
-    /// a new name is taken; an existing one only by a caller who may write a base holding
-    /// it, and only on that collection's embedding.
+    /// The bases holding a collection name, oldest first, with the caller's grants.
+    pub async fn bases_named(&self, name: &str, user: Uuid) -> Result<Vec<GrantedBase>, StoreError> {
+        let client = self.client().await?;
+        let sql = format!(
+            "SELECT {COLUMNS}, g.level FROM knowledge_bases kb \
+             LEFT JOIN kb_grants g ON g.kb_id = kb.id AND g.user_id = $2 WHERE kb.collection_name = $1 \
+             ORDER BY kb.created_at, kb.id"
+        );
+        Ok(client
+            .query(&sql, &[&name, &user])
+            .await?
+            .iter()
+            .map(|row| GrantedBase { base: from_row(row), grant: grant_of(row.get("level")) })
+            .collect())
+    }
+
+    /// Claims `base.collection_name` and records the base, one claim of a name at a time
+    /// (a create waits at most a second for the name, then answers `Busy`): a name reserved
+    /// for a teardown is refused; a new name is taken unless it holds another tenant's
+    /// unfiled content; an existing one only by a caller who may write a base holding it,
+    /// and only on that collection's embedding.
     pub async fn claim_knowledge_base(
         &self,
         base: &KnowledgeBase,
+        claimant: Claimant,
         may_write: impl Fn(&GrantedBase) -> bool,
     ) -> Result<Claim, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        tx.execute("SELECT pg_advisory_xact_lock(hashtext('sluice:collection:' || $1))", &[&base.collection_name])
-            .await?;
+        tx.batch_execute("SET LOCAL lock_timeout = '1s'").await?;
+        if let Err(error) = tx.execute(NAME_LOCK_SQL, &[&base.collection_name]).await {
+            if error.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
+                return Ok(Claim::Busy);
+            }
+            return Err(error.into());
+        }
+        if teardown_reserved(&tx, &base.collection_name).await? {
+            return Ok(Claim::Reserved);
+        }
         let sql = format!(
             "SELECT {COLUMNS}, g.level FROM knowledge_bases kb \
              LEFT JOIN kb_grants g ON g.kb_id = kb.id AND g.user_id = $2 WHERE kb.collection_name = $1 \
@@ -132,13 +179,16 @@ impl Db {
                     provider: held.embedding_provider.clone(),
                 });
             }
+        } else if !claimant.app_admin && holds_unfiled_content(&tx, &base.collection_name, claimant.org_id).await? {
+            return Ok(Claim::Unfiled);
         }
         let row = tx
             .query_one(
                 &format!(
                     "INSERT INTO knowledge_bases AS kb (id, name, scope, owner_id, org_id, collection_name, is_default, \
-                     embedding_provider, embedding_model, embedding_dim, embedding_endpoint_id, embedding_base_url) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING {COLUMNS}"
+                     embedding_provider, embedding_model, embedding_dim, embedding_endpoint_id, embedding_base_url, \
+                     embedding_secret_id, ingestion_config) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING {COLUMNS}"
                 ),
                 &[
                     &base.id,
@@ -153,11 +203,13 @@ impl Db {
                     &base.embedding_dim,
                     &base.embedding_endpoint_id,
                     &base.embedding_base_url,
+                    &base.embedding_secret_id,
+                    &base.ingestion_config,
                 ],
             )
             .await?;
         tx.commit().await?;
-        Ok(Claim::Created(from_row(&row)))
+        Ok(Claim::Created(Box::new(from_row(&row))))
     }
 
     /// A base and the caller's grant on it; `None` when there is no such base.
@@ -193,6 +245,31 @@ impl Db {
             .iter()
             .map(|row| GrantedBase { base: from_row(row), grant: grant_of(row.get("level")) })
             .collect())
+    }
+
+    /// Writes a base's changeable settings (never its scope, collection name or width).
+    pub async fn update_knowledge_base(&self, base: &KnowledgeBase) -> Result<Option<KnowledgeBase>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                &format!(
+                    "UPDATE knowledge_bases AS kb SET name = $2, embedding_provider = $3, embedding_model = $4, \
+                     embedding_secret_id = $5, embedding_endpoint_id = $6, embedding_base_url = $7, \
+                     ingestion_config = $8, updated_at = now() WHERE kb.id = $1 RETURNING {COLUMNS}"
+                ),
+                &[
+                    &base.id,
+                    &base.name,
+                    &base.embedding_provider,
+                    &base.embedding_model,
+                    &base.embedding_secret_id,
+                    &base.embedding_endpoint_id,
+                    &base.embedding_base_url,
+                    &base.ingestion_config,
+                ],
+            )
+            .await?;
+        Ok(row.as_ref().map(from_row))
     }
 
     /// Grants `user` `level` on a base (replacing an earlier grant).

@@ -1,11 +1,17 @@
 //! PostgreSQL: the connection pool, migrations and the repositories of Sluice's rows.
 
 mod chat_files;
+mod collections;
+mod credentials;
 mod knowledge;
 mod migrate;
+mod vectors;
 
 pub use chat_files::{ChatFile, LandedFile, NewChatFile, NewUploadIntent};
-pub use knowledge::{Claim, GrantedBase, KnowledgeBase};
+pub use collections::{CollectionCounts, TEARDOWN_TOPIC, TeardownQueued};
+pub use credentials::{EmbeddingEndpoint, SealedValue, SecretMeta};
+pub use knowledge::{Claim, Claimant, GrantedBase, KnowledgeBase};
+pub use vectors::{VECTOR_TABLE_COMMENT, VectorTableError, vector_table_ddl};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;

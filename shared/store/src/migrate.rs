@@ -7,6 +7,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "chat_files", include_str!("../migrations/0001_chat_files.sql")),
     (2, "upload_intents", include_str!("../migrations/0002_upload_intents.sql")),
     (3, "knowledge_bases", include_str!("../migrations/0003_knowledge_bases.sql")),
+    (4, "collections", include_str!("../migrations/0004_collections.sql")),
 ];
 
 /// An arbitrary constant naming Sluice's migration lock.

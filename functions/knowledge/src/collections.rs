@@ -1,0 +1,137 @@
+//! The `/rag/collections` routes: a collection name resolved through the bases that hold
+//! it, under the caller's reach, before anything about it is read or written.
+
+use crate::State;
+use crate::bases::{self, reach, reachable};
+use crate::error::KnowledgeError;
+use lambda_http::{Body, Request, Response};
+use serde_json::{Map, Value, json};
+use sluice_domain::Caller;
+use sluice_domain::access::{self, Access, Scope};
+use sluice_store::KnowledgeBase;
+use sluice_web::json_response;
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// The base a name means for this caller, at `at_least`: their organization's own
+/// (oldest first — their personal base in it included), else the app's, else one granted
+/// to them. Never a third tenant's; an unreachable name is exactly "not found".
+pub async fn resolve(
+    state: &State,
+    caller: &Caller,
+    name: &str,
+    at_least: Access,
+) -> Result<(KnowledgeBase, Access), KnowledgeError> {
+    let holders = state.db.bases_named(name, caller.user_id).await?;
+    let mut reachable: Vec<(KnowledgeBase, Access)> = holders
+        .into_iter()
+        .filter_map(|held| {
+            let access = access::decide(caller, &held.base.ownership(), held.grant);
+            (access >= at_least && access != Access::None).then_some((held.base, access))
+        })
+        .collect();
+    let rank = |base: &KnowledgeBase| {
+        if base.org_id == caller.org_id && base.scope != Scope::App {
+            0
+        } else if base.scope == Scope::App {
+            1
+        } else {
+            2
+        }
+    };
+    // Stable: within a rank the store's oldest-first order stands.
+    reachable.sort_by_key(|(base, _)| rank(base));
+    reachable.into_iter().next().ok_or(KnowledgeError::NotFound)
+}
+
+/// `GET /rag/collections`: one entry per name the caller reaches.
+pub async fn list(state: &State, caller: &Caller) -> Result<Response<Body>, KnowledgeError> {
+    let mut by_name: BTreeMap<String, Vec<(KnowledgeBase, Access)>> = BTreeMap::new();
+    for (base, access) in reachable(state, caller).await? {
+        by_name.entry(base.collection_name.clone()).or_default().push((base, access));
+    }
+    let collections: Vec<Value> = by_name
+        .into_iter()
+        .map(|(name, bases)| {
+            let first = &bases[0].0;
+            json!({
+                "name": name,
+                "knowledge_base_ids": bases.iter().map(|(b, _)| b.id).collect::<Vec<Uuid>>(),
+                "embedding_provider": first.embedding_provider,
+                "embedding_model": first.embedding_model,
+                "embedding_dim": first.embedding_dim,
+                "access": if bases.iter().any(|(_, a)| *a == Access::Edit) { "edit" } else { "view" },
+            })
+        })
+        .collect();
+    Ok(json_response(200, &json!({ "collections": collections })))
+}
+
+/// `POST /rag/collections/{name}`: a base on that name, as `POST /kb` creates it; the
+/// display name defaults to the collection name and the scope to the caller's organization
+/// (personal outside one).
+pub async fn create(
+    state: &State,
+    caller: &Caller,
+    name: &str,
+    request: &Request,
+) -> Result<Response<Body>, KnowledgeError> {
+    let mut body = if sluice_web::body_bytes(request).iter().all(u8::is_ascii_whitespace) {
+        Map::new()
+    } else {
+        crate::fields::object(request)?
+    };
+    if body.contains_key("collection_name") {
+        return Err(crate::error::invalid("collection_name", "the collection name is the one in the path"));
+    }
+    body.insert("collection_name".to_owned(), Value::String(name.to_owned()));
+    body.entry("name").or_insert_with(|| Value::String(name.to_owned()));
+    let scope = if caller.org_id.is_some() && caller.has_permission("collections:edit") { "org" } else { "personal" };
+    body.entry("scope").or_insert_with(|| Value::String(scope.to_owned()));
+    bases::create_from(state, caller, &body).await
+}
+
+/// `DELETE /rag/collections/{name}`: the caller's base on the name goes, as `DELETE /kb`.
+pub async fn drop(state: &State, caller: &Caller, name: &str) -> Result<Response<Body>, KnowledgeError> {
+    let (base, _) = resolve(state, caller, name, Access::Edit).await?;
+    bases::queue_teardown(state, base.id).await
+}
+
+fn status(processing: i64) -> &'static str {
+    if processing > 0 { "indexing" } else { "complete" }
+}
+
+/// `GET /rag/collections/{name}/info`.
+pub async fn info(state: &State, caller: &Caller, name: &str) -> Result<Response<Body>, KnowledgeError> {
+    let (base, _) = resolve(state, caller, name, Access::View).await?;
+    let counts = state.db.collection_counts(&base).await?;
+    Ok(json_response(
+        200,
+        &json!({
+            "name": base.collection_name,
+            "indexing_status": status(counts.processing),
+            "processing_count": counts.processing,
+            "indexed_count": counts.indexed,
+            "failed_count": counts.failed,
+            "document_count": counts.documents,
+            "total_vectors": counts.vectors,
+            "embedding_model": base.embedding_model,
+            "embedding_dim": base.embedding_dim,
+        }),
+    ))
+}
+
+/// `GET /kb/{id}/ingestion`.
+pub async fn ingestion(state: &State, caller: &Caller, id: Uuid) -> Result<Response<Body>, KnowledgeError> {
+    let (base, _) = reach(state, caller, id, Access::View).await?;
+    let counts = state.db.collection_counts(&base).await?;
+    Ok(json_response(
+        200,
+        &json!({
+            "indexing_status": status(counts.processing),
+            "processing_count": counts.processing,
+            "indexed_count": counts.indexed,
+            "failed_count": counts.failed,
+        }),
+    ))
+}

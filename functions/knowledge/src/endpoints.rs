@@ -1,0 +1,87 @@
+//! `POST /embedding-endpoints` and `GET /embedding-endpoints`: keyless local embedding
+//! services. An organization registers its own (`collections:edit`); only the app admin
+//! registers deployment-wide ones.
+
+use crate::State;
+use crate::error::{KnowledgeError, invalid};
+use crate::fields;
+use lambda_http::{Body, Request, Response};
+use serde::Serialize;
+use sluice_domain::{Caller, catalog};
+use sluice_store::EmbeddingEndpoint;
+use sluice_web::json_response;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+#[derive(Debug, Serialize)]
+struct EndpointView {
+    id: Uuid,
+    name: String,
+    provider: String,
+    base_url: String,
+    scope: &'static str,
+    org_id: Option<Uuid>,
+    #[serde(with = "time::serde::rfc3339")]
+    created_at: OffsetDateTime,
+}
+
+fn view(endpoint: EmbeddingEndpoint) -> EndpointView {
+    EndpointView {
+        scope: if endpoint.is_deployment_wide() { "app" } else { "org" },
+        id: endpoint.id,
+        name: endpoint.name,
+        provider: endpoint.provider,
+        base_url: endpoint.base_url,
+        org_id: endpoint.org_id,
+        created_at: endpoint.created_at,
+    }
+}
+
+pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result<Response<Body>, KnowledgeError> {
+    let body = fields::object(request)?;
+    fields::only(&body, &["name", "provider", "base_url", "scope"])?;
+    let name = fields::required_text(&body, "name")?;
+    let provider = fields::required_text(&body, "provider")?;
+    match catalog::provider(&provider) {
+        Some(p) if p.keyless => {}
+        Some(_) => return Err(invalid("provider", format!("{provider} is keyed: it is reached at its own address"))),
+        None => return Err(invalid("provider", format!("{provider:?} is not in the embedding catalog"))),
+    }
+    let base_url = fields::required_text(&body, "base_url")?;
+    match reqwest::Url::parse(&base_url) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some() => {}
+        _ => return Err(invalid("base_url", "base_url must be an http(s) URL")),
+    }
+    let org_id = match fields::required_text(&body, "scope")?.as_str() {
+        "app" if caller.app_admin => None,
+        "app" => return Err(invalid("scope", "only the app admin registers deployment-wide services")),
+        "org" => match caller.org_id {
+            Some(org) if caller.has_permission("collections:edit") => Some(org),
+            Some(_) => return Err(invalid("scope", "registering an organization's service needs collections:edit")),
+            None => return Err(invalid("scope", "an org service needs an organization")),
+        },
+        _ => return Err(invalid("scope", "scope must be org or app")),
+    };
+    let endpoint = EmbeddingEndpoint {
+        id: Uuid::new_v4(),
+        name,
+        provider,
+        base_url: base_url.trim_end_matches('/').to_owned(),
+        org_id,
+        created_by: caller.user_id,
+        created_at: OffsetDateTime::now_utc(),
+    };
+    if !state.db.insert_embedding_endpoint(&endpoint).await? {
+        return Err(KnowledgeError::Conflict {
+            field: "name",
+            message: format!("a deployment-wide {} service of that name exists", endpoint.provider),
+        });
+    }
+    Ok(json_response(201, &view(endpoint)))
+}
+
+pub async fn list(state: &State, caller: &Caller) -> Result<Response<Body>, KnowledgeError> {
+    let endpoints: Vec<EndpointView> =
+        state.db.visible_embedding_endpoints(caller.org_id).await?.into_iter().map(view).collect();
+    Ok(json_response(200, &serde_json::json!({ "embedding_endpoints": endpoints })))
+}

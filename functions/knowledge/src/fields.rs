@@ -1,0 +1,76 @@
+//! Reading a JSON body field by field, so every refusal names the field at fault and an
+//! absent field is told from an explicit `null` (which clears it, where clearing is allowed).
+
+use crate::error::{KnowledgeError, invalid};
+use lambda_http::Request;
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+/// The request's JSON object body.
+pub fn object(request: &Request) -> Result<Map<String, Value>, KnowledgeError> {
+    match serde_json::from_slice(sluice_web::body_bytes(request)) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(invalid("body", "the body must be a JSON object")),
+    }
+}
+
+/// A field the caller may leave out, set, or set to `null`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Field<T> {
+    Absent,
+    Null,
+    Set(T),
+}
+
+impl<T> Field<T> {
+    /// What the field asks for, with `current` where it is absent.
+    pub fn or_keep(self, current: Option<T>) -> Option<T> {
+        match self {
+            Self::Absent => current,
+            Self::Null => None,
+            Self::Set(value) => Some(value),
+        }
+    }
+
+    pub fn is_given(&self) -> bool {
+        !matches!(self, Self::Absent)
+    }
+}
+
+pub fn text(body: &Map<String, Value>, field: &'static str) -> Result<Field<String>, KnowledgeError> {
+    match body.get(field) {
+        None => Ok(Field::Absent),
+        Some(Value::Null) => Ok(Field::Null),
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Field::Set(s.clone())),
+        Some(_) => Err(invalid(field, format!("{field} must be a non-empty string"))),
+    }
+}
+
+pub fn required_text(body: &Map<String, Value>, field: &'static str) -> Result<String, KnowledgeError> {
+    match text(body, field)? {
+        Field::Set(value) => Ok(value),
+        _ => Err(invalid(field, format!("{field} is required"))),
+    }
+}
+
+pub fn uuid(body: &Map<String, Value>, field: &'static str) -> Result<Field<Uuid>, KnowledgeError> {
+    match text(body, field) {
+        Ok(Field::Set(s)) => {
+            Uuid::parse_str(&s).map(Field::Set).map_err(|_| invalid(field, format!("{field} must be a UUID")))
+        }
+        Ok(Field::Absent) => Ok(Field::Absent),
+        Ok(Field::Null) => Ok(Field::Null),
+        Err(_) => Err(invalid(field, format!("{field} must be a UUID"))),
+    }
+}
+
+/// Refuses any field outside `allowed`, so a misspelt setting is not silently ignored.
+pub fn only(body: &Map<String, Value>, allowed: &[&str]) -> Result<(), KnowledgeError> {
+    match body.keys().find(|key| !allowed.contains(&key.as_str())) {
+        Some(unknown) => Err(KnowledgeError::InvalidFields {
+            message: format!("{unknown} is not a field of this request"),
+            fields: vec![(unknown.clone(), "not a field of this request".to_owned())],
+        }),
+        None => Ok(()),
+    }
+}

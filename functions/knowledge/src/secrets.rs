@@ -1,0 +1,108 @@
+//! `POST /secrets` and `GET /secrets`: API keys sealed by the vault (KMS envelope
+//! encryption bound to the organization). Nothing here opens one: only the embedding path
+//! does, and no answer ever carries a value.
+
+use crate::State;
+use crate::error::{KnowledgeError, invalid};
+use crate::fields;
+use lambda_http::{Body, Request, Response};
+use serde::Serialize;
+use sluice_domain::access::{self, SecretOwnership};
+use sluice_domain::{Caller, catalog};
+use sluice_store::{SealedValue, SecretMeta};
+use sluice_vault::Binding;
+use sluice_web::json_response;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// The longest API key accepted; real ones are well under 300 characters.
+const MAX_SECRET_CHARS: usize = 4096;
+
+#[derive(Debug, Serialize)]
+struct SecretView {
+    id: Uuid,
+    name: String,
+    kind: String,
+    provider: String,
+    visibility: String,
+    owner_id: Uuid,
+    org_id: Option<Uuid>,
+    #[serde(with = "time::serde::rfc3339")]
+    created_at: OffsetDateTime,
+}
+
+fn view(meta: SecretMeta) -> SecretView {
+    SecretView {
+        id: meta.id,
+        name: meta.name,
+        kind: meta.kind,
+        provider: meta.provider,
+        visibility: meta.visibility,
+        owner_id: meta.owner_id,
+        org_id: meta.org_id,
+        created_at: meta.created_at,
+    }
+}
+
+/// `POST /secrets`: storing a key needs `secrets:edit`; an `org` key needs an organization.
+pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result<Response<Body>, KnowledgeError> {
+    if !caller.has_permission("secrets:edit") {
+        return Err(KnowledgeError::Forbidden("storing a credential needs secrets:edit".to_owned()));
+    }
+    let body = fields::object(request)?;
+    fields::only(&body, &["name", "kind", "provider", "value", "visibility"])?;
+    let name = fields::required_text(&body, "name")?;
+    let kind = fields::required_text(&body, "kind")?;
+    if kind != "api_key" {
+        return Err(invalid("kind", "kind must be api_key"));
+    }
+    let provider = fields::required_text(&body, "provider")?;
+    match catalog::provider(&provider) {
+        None => return Err(invalid("provider", format!("{provider:?} is not in the embedding catalog"))),
+        Some(p) if p.keyless => return Err(invalid("provider", format!("{provider} is keyless and takes no key"))),
+        Some(_) => {}
+    }
+    let value = fields::required_text(&body, "value")?;
+    if value.chars().count() > MAX_SECRET_CHARS || value.chars().any(char::is_control) {
+        return Err(invalid("value", "an API key is one line of printable characters, at most 4096"));
+    }
+    let visibility = fields::required_text(&body, "visibility")?;
+    match visibility.as_str() {
+        "private" => {}
+        "org" if caller.org_id.is_some() => {}
+        "org" => return Err(invalid("visibility", "an org key needs an organization")),
+        _ => return Err(invalid("visibility", "visibility must be private or org")),
+    }
+    let id = Uuid::new_v4();
+    let sealed = state.vault.seal(Binding { secret_id: id, org_id: caller.org_id }, &value).await?;
+    let meta = SecretMeta {
+        id,
+        name,
+        kind,
+        provider,
+        visibility,
+        owner_id: caller.user_id,
+        org_id: caller.org_id,
+        created_at: OffsetDateTime::now_utc(),
+    };
+    let sealed = SealedValue { sealed_key: sealed.sealed_key, nonce: sealed.nonce, ciphertext: sealed.ciphertext };
+    let stored = state.db.insert_secret(&meta, &sealed).await?;
+    Ok(json_response(201, &view(stored)))
+}
+
+/// `GET /secrets`: the keys the caller may see, never a value.
+pub async fn list(state: &State, caller: &Caller) -> Result<Response<Body>, KnowledgeError> {
+    let secrets: Vec<SecretView> = state
+        .db
+        .candidate_secrets(caller.user_id, caller.org_id)
+        .await?
+        .into_iter()
+        .filter(|s| {
+            let ownership =
+                SecretOwnership { owner_id: s.owner_id, org_id: s.org_id, shared_with_org: s.visibility == "org" };
+            access::may_see_secret(caller, &ownership)
+        })
+        .map(view)
+        .collect();
+    Ok(json_response(200, &serde_json::json!({ "secrets": secrets })))
+}

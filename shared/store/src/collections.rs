@@ -1,0 +1,170 @@
+//! Collections beyond their bases: teardown reservations, unfiled content, the outbox
+//! and the counts a collection's card shows.
+
+use crate::knowledge::{COLUMNS, KnowledgeBase, from_row};
+use crate::vectors::{NAME_LOCK_SQL, vector_width};
+use crate::{Db, StoreError};
+use deadpool_postgres::GenericClient;
+use sluice_domain::collection::vector_table;
+use uuid::Uuid;
+
+/// What deleting (or clearing) a base committed: the reservation, if the name's table is
+/// to be dropped, and the outbox row that asks the teardown to finish the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeardownQueued {
+    pub teardown_id: Uuid,
+    pub collection_name: String,
+    pub kb_id: Uuid,
+    /// No other base holds the name: the vector table goes, and the name is reserved
+    /// until it has.
+    pub drop_table: bool,
+    /// A default base keeps its row; only its content goes.
+    pub cleared: bool,
+}
+
+/// Documents and vectors of one base.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CollectionCounts {
+    pub processing: i64,
+    pub indexed: i64,
+    pub failed: i64,
+    pub documents: i64,
+    pub vectors: i64,
+}
+
+/// The outbox topic the teardown function consumes.
+pub const TEARDOWN_TOPIC: &str = "teardown";
+
+pub(crate) async fn teardown_reserved(client: &impl GenericClient, name: &str) -> Result<bool, StoreError> {
+    let row = client
+        .query_one("SELECT EXISTS (SELECT 1 FROM collection_teardowns WHERE collection_name = $1)", &[&name])
+        .await?;
+    Ok(row.get(0))
+}
+
+/// Whether `name`, held by no base, holds content written with no base by a tenant other
+/// than `org` (any such content, for a caller outside an organization): tracking rows that
+/// describe chunks (or may yet), or chunks in the vector table.
+pub(crate) async fn holds_unfiled_content(
+    client: &impl GenericClient,
+    name: &str,
+    org: Option<Uuid>,
+) -> Result<bool, StoreError> {
+    let rows: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM rag_documents WHERE collection_name = $1 AND kb_id IS NULL \
+             AND (vector_document_id IS NOT NULL OR status = 'processing') \
+             AND ($2::uuid IS NULL OR org_id IS DISTINCT FROM $2))",
+            &[&name, &org],
+        )
+        .await?
+        .get(0);
+    if rows {
+        return Ok(true);
+    }
+    if vector_width(client, name).await?.is_none() {
+        return Ok(false);
+    }
+    let table = vector_table(name);
+    let chunks: bool = client
+        .query_one(
+            &format!(
+                "SELECT EXISTS (SELECT 1 FROM {table} WHERE kb_id IS NULL \
+                 AND ($1::uuid IS NULL OR org_id IS DISTINCT FROM $1))"
+            ),
+            &[&org],
+        )
+        .await?
+        .get(0);
+    Ok(chunks)
+}
+
+impl Db {
+    /// Whether a teardown has reserved `name`.
+    pub async fn teardown_reserved(&self, name: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        teardown_reserved(&client, name).await
+    }
+
+    /// Deletes a base (a default base is cleared: its row stays) and, in the same
+    /// transaction, reserves its name when no other base holds it and queues the teardown
+    /// in the outbox. `None` when the base is already gone.
+    pub async fn queue_teardown(&self, kb_id: Uuid) -> Result<Option<TeardownQueued>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let Some(row) = tx.query_opt("SELECT collection_name FROM knowledge_bases WHERE id = $1", &[&kb_id]).await?
+        else {
+            return Ok(None);
+        };
+        let name: String = row.get(0);
+        tx.execute(NAME_LOCK_SQL, &[&name]).await?;
+        let Some(row) = tx
+            .query_opt(&format!("SELECT {COLUMNS} FROM knowledge_bases kb WHERE kb.id = $1 FOR UPDATE"), &[&kb_id])
+            .await?
+        else {
+            return Ok(None);
+        };
+        let base: KnowledgeBase = from_row(&row);
+        let others: i64 = tx
+            .query_one("SELECT count(*) FROM knowledge_bases WHERE collection_name = $1 AND id <> $2", &[&name, &kb_id])
+            .await?
+            .get(0);
+        let cleared = base.is_default;
+        if !cleared {
+            tx.execute("DELETE FROM knowledge_bases WHERE id = $1", &[&kb_id]).await?;
+        }
+        let queued = TeardownQueued {
+            teardown_id: Uuid::new_v4(),
+            collection_name: name,
+            kb_id,
+            drop_table: others == 0,
+            cleared,
+        };
+        if queued.drop_table {
+            tx.execute(
+                "INSERT INTO collection_teardowns (id, collection_name, kb_id, drop_table) VALUES ($1, $2, $3, true)",
+                &[&queued.teardown_id, &queued.collection_name, &kb_id],
+            )
+            .await?;
+        }
+        let payload = serde_json::json!({
+            "teardown_id": queued.teardown_id,
+            "collection_name": queued.collection_name,
+            "kb_id": kb_id,
+            "drop_table": queued.drop_table,
+            "cleared": cleared,
+        });
+        tx.execute(
+            "INSERT INTO outbox (id, topic, payload) VALUES ($1, $2, $3)",
+            &[&queued.teardown_id, &TEARDOWN_TOPIC, &payload],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some(queued))
+    }
+
+    /// The counts of one base's documents and chunks.
+    pub async fn collection_counts(&self, base: &KnowledgeBase) -> Result<CollectionCounts, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                "SELECT count(*) FILTER (WHERE status = 'processing'), count(*) FILTER (WHERE status = 'done'), \
+                 count(*) FILTER (WHERE status = 'error'), count(*) FROM rag_documents WHERE kb_id = $1",
+                &[&base.id],
+            )
+            .await?;
+        let mut counts = CollectionCounts {
+            processing: row.get(0),
+            indexed: row.get(1),
+            failed: row.get(2),
+            documents: row.get(3),
+            vectors: 0,
+        };
+        if vector_width(&client, &base.collection_name).await?.is_some() {
+            let table = vector_table(&base.collection_name);
+            counts.vectors =
+                client.query_one(&format!("SELECT count(*) FROM {table} WHERE kb_id = $1"), &[&base.id]).await?.get(0);
+        }
+        Ok(counts)
+    }
+}

@@ -1,0 +1,119 @@
+//! The per-collection vector tables, `rag_<name>`, created at run time on the first write.
+//! Migrations never declare them; each carries the comment `sluice:vector-table`, the one
+//! predicate by which the schema check and the listings tell them from the schema's own.
+
+use crate::{Db, StoreError};
+use sluice_domain::collection::{self, vector_table};
+
+/// The comment that marks a runtime vector table.
+pub const VECTOR_TABLE_COMMENT: &str = "sluice:vector-table";
+
+/// pgvector's HNSW index takes `vector` up to 2,000 dimensions; wider models are indexed
+/// as `halfvec` (up to 4,000), the same cosine order at half the bytes.
+pub const HNSW_MAX_VECTOR_DIM: i32 = 2000;
+pub const HNSW_MAX_HALFVEC_DIM: i32 = 4000;
+
+/// The advisory-lock key every writer of a collection name takes: claims, table creation,
+/// teardowns and chunk writes serialise on it.
+pub(crate) const NAME_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(hashtext('sluice:collection:' || $1))";
+
+/// The DDL of a vector table, its HNSW index and its lookup indexes. Index names stay
+/// within Postgres's 63 bytes for a 45-character name (`rag_<name>_embedding_idx`).
+pub fn vector_table_ddl(name: &str, dim: i32) -> String {
+    let table = vector_table(name);
+    let hnsw = if dim <= HNSW_MAX_VECTOR_DIM {
+        "embedding vector_cosine_ops".to_owned()
+    } else {
+        format!("(embedding::halfvec({dim})) halfvec_cosine_ops")
+    };
+    format!(
+        "CREATE TABLE {table} (
+             id                  uuid PRIMARY KEY,
+             kb_id               uuid,
+             org_id              uuid,
+             document_id         uuid NOT NULL,
+             chunk_index         integer NOT NULL,
+             content             text NOT NULL,
+             metadata            jsonb NOT NULL DEFAULT '{{}}',
+             source              text,
+             document_type       text,
+             organizational_unit text,
+             document_date       date,
+             source_path         text,
+             filename            text,
+             content_hash        text,
+             embedding           vector({dim}) NOT NULL);
+         CREATE INDEX {table}_embedding_idx ON {table} USING hnsw ({hnsw});
+         CREATE INDEX {table}_kb_idx ON {table} (kb_id);
+         CREATE INDEX {table}_doc_idx ON {table} (document_id);
+         CREATE INDEX {table}_path_idx ON {table} USING hash (source_path);
+         CREATE INDEX {table}_file_idx ON {table} USING hash (filename);
+         CREATE INDEX {table}_hash_idx ON {table} USING hash (content_hash);
+         COMMENT ON TABLE {table} IS '{VECTOR_TABLE_COMMENT}';"
+    )
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VectorTableError {
+    #[error("{0}")]
+    Name(#[from] collection::CollectionNameError),
+    #[error("the collection's vectors are {existing} wide, not {wanted}")]
+    Width { existing: i32, wanted: i32 },
+    #[error("{0} dimensions is wider than pgvector can index")]
+    TooWide(i32),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<tokio_postgres::Error> for VectorTableError {
+    fn from(error: tokio_postgres::Error) -> Self {
+        Self::Store(error.into())
+    }
+}
+
+impl Db {
+    /// Creates `rag_<name>` at `dim` unless it exists; concurrent first writers create it
+    /// once (they queue on the name's lock). An existing table of another width is refused.
+    /// The name is validated here too: an operator's command reaches the store with no
+    /// route in between.
+    pub async fn ensure_vector_table(&self, name: &str, dim: i32) -> Result<(), VectorTableError> {
+        let schema_tables = self.schema_tables().await?;
+        collection::validate_collection_name(name, &schema_tables)?;
+        if dim <= 0 || dim > HNSW_MAX_HALFVEC_DIM {
+            return Err(VectorTableError::TooWide(dim));
+        }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        tx.execute(NAME_LOCK_SQL, &[&name]).await?;
+        match vector_width(&tx, name).await? {
+            Some(existing) if existing == dim => {}
+            Some(existing) => return Err(VectorTableError::Width { existing, wanted: dim }),
+            None => tx.batch_execute(&vector_table_ddl(name, dim)).await?,
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The width of `rag_<name>`, or `None` when there is no such vector table.
+    pub async fn vector_table_width(&self, name: &str) -> Result<Option<i32>, StoreError> {
+        let client = self.client().await?;
+        Ok(vector_width(&client, name).await?)
+    }
+}
+
+/// The vector table's width; a table of that name without the marking comment is not one.
+pub(crate) async fn vector_width(
+    client: &impl deadpool_postgres::GenericClient,
+    name: &str,
+) -> Result<Option<i32>, tokio_postgres::Error> {
+    let row = client
+        .query_opt(
+            "SELECT a.atttypmod FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema() \
+             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'embedding' \
+             WHERE c.relname = $1 AND obj_description(c.oid, 'pg_class') = $2",
+            &[&vector_table(name), &VECTOR_TABLE_COMMENT],
+        )
+        .await?;
+    Ok(row.map(|r| r.get(0)))
+}

@@ -1,0 +1,209 @@
+//! Collection names on the running stack: a name mid-teardown or holding another tenant's
+//! unfiled content is not free; deletes queue their teardown with the rows they change;
+//! vector tables are created once, at their width, and told from the schema's own tables.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use sluice_e2e::{Stack, User};
+use uuid::Uuid;
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}_{}", &Uuid::new_v4().simple().to_string()[..10])
+}
+
+fn local_base(collection: &str, scope: &str) -> Value {
+    json!({"name": "Handbook", "scope": scope, "collection_name": collection,
+        "embedding_provider": "local", "embedding_model": "all-minilm-l6-v2"})
+}
+
+fn conflict_field(answer: &Value) -> bool {
+    answer["error"]["details"]["fields"]["collection_name"].is_string()
+}
+
+#[tokio::test]
+async fn a_deleted_base_reserves_its_name_until_its_teardown_and_queues_it_with_the_delete() {
+    let stack = Stack::from_env().await;
+    let owner = User::new();
+    let name = unique("gone");
+    let (status, base) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await;
+    assert_eq!(status, 201, "{base}");
+    let id = base["id"].as_str().expect("id");
+    let (status, queued) = stack.call_json(&owner, Method::DELETE, &format!("/kb/{id}"), None).await;
+    assert_eq!(status, 202, "{queued}");
+    assert_eq!((queued["drops_table"].clone(), queued["cleared"].clone()), (json!(true), json!(false)));
+    assert_eq!(stack.call(&owner, Method::GET, &format!("/kb/{id}"), None).await.0, 404);
+
+    let db = stack.db().await;
+    let teardown = Uuid::parse_str(queued["teardown_id"].as_str().expect("id")).expect("uuid");
+    let outbox: Value = db
+        .query_one("SELECT payload FROM outbox WHERE id = $1 AND topic = 'teardown'", &[&teardown])
+        .await
+        .expect("the outbox row committed with the delete")
+        .get(0);
+    assert_eq!(outbox["collection_name"], name.as_str());
+    let reserved: i64 = db
+        .query_one("SELECT count(*) FROM collection_teardowns WHERE collection_name = $1", &[&name])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(reserved, 1);
+    // Until the teardown clears it, nobody claims the name — the deleter included.
+    let (status, refused) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await;
+    assert_eq!(status, 409, "{refused}");
+    assert!(conflict_field(&refused) && refused.to_string().contains("teardown"), "{refused}");
+    let embedding = json!({"embedding_provider": "local", "embedding_model": "all-minilm-l6-v2"});
+    let path = format!("/rag/collections/{name}");
+    let (status, refused) = stack.call_json(&owner, Method::POST, &path, Some(embedding)).await;
+    assert_eq!(status, 409, "{refused}");
+}
+
+#[tokio::test]
+async fn a_default_base_is_cleared_not_deleted_and_a_shared_name_is_not_reserved() {
+    let stack = Stack::from_env().await;
+    let owner = User::new();
+    let name = unique("default");
+    let mut body = local_base(&name, "personal");
+    body["is_default"] = true.into();
+    let (_, base) = stack.call_json(&owner, Method::POST, "/kb", Some(body)).await;
+    let id = base["id"].as_str().expect("id");
+    let (status, queued) = stack.call_json(&owner, Method::DELETE, &format!("/rag/collections/{name}"), None).await;
+    assert_eq!(status, 202, "{queued}");
+    assert_eq!((queued["kb_id"].as_str(), queued["cleared"].clone()), (Some(id), json!(true)));
+    assert_eq!(stack.call(&owner, Method::GET, &format!("/kb/{id}"), None).await.0, 200, "the default stays");
+
+    let shared = unique("shared");
+    let (_, first) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&shared, "personal"))).await;
+    let (status, second) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&shared, "personal"))).await;
+    assert_eq!(status, 201, "{second}");
+    let (status, queued) =
+        stack.call_json(&owner, Method::DELETE, &format!("/kb/{}", first["id"].as_str().expect("id")), None).await;
+    assert_eq!(status, 202);
+    assert_eq!(queued["drops_table"], false, "a sibling still holds the table: {queued}");
+    let (status, third) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&shared, "personal"))).await;
+    assert_eq!(status, 201, "a name a base still holds is not reserved: {third}");
+}
+
+#[tokio::test]
+async fn a_name_holding_another_tenants_unfiled_content_is_not_free() {
+    let stack = Stack::from_env().await;
+    let (org_x, org_y) = (Uuid::new_v4(), Uuid::new_v4());
+    let db = stack.db().await;
+    let unfiled = |name: String, org: Option<Uuid>, status: &'static str, vector: Option<Uuid>| {
+        let db = &db;
+        async move {
+            db.execute(
+                "INSERT INTO rag_documents (id, collection_name, org_id, writer_kind, filename, filesize, filetype, \
+                 status, vector_document_id) VALUES ($1, $2, $3, 'operator', 'a.txt', 1, 'txt', $4, $5)",
+                &[&Uuid::new_v4(), &name, &org, &status, &vector],
+            )
+            .await
+            .expect("unfiled row");
+            name
+        }
+    };
+    let editor = |org| User::with(Some(org), &["collections:edit"], false);
+    // Another organization's indexed chunks, or an ingest still running, hold the name.
+    for (status, vector) in [("done", Some(Uuid::new_v4())), ("processing", None)] {
+        let name = unfiled(unique("unfiled"), Some(org_x), status, vector).await;
+        let (code, refused) =
+            stack.call_json(&editor(org_y), Method::POST, "/kb", Some(local_base(&name, "org"))).await;
+        assert_eq!(code, 409, "{status}: {refused}");
+        assert!(conflict_field(&refused));
+        let (code, refused) =
+            stack.call_json(&User::new(), Method::POST, "/kb", Some(local_base(&name, "personal"))).await;
+        assert_eq!(code, 409, "outside any organization: {refused}");
+        let (code, own) = stack.call_json(&editor(org_x), Method::POST, "/kb", Some(local_base(&name, "org"))).await;
+        assert_eq!(code, 201, "the organization whose content it is: {own}");
+    }
+    // A failed row with no vector describes no chunk; an app admin may adopt an operator's import.
+    let failed = unfiled(unique("failed"), Some(org_x), "error", None).await;
+    assert_eq!(stack.call(&editor(org_y), Method::POST, "/kb", Some(local_base(&failed, "org"))).await.0, 201);
+    let global = unfiled(unique("operator"), None, "done", Some(Uuid::new_v4())).await;
+    assert_eq!(stack.call(&editor(org_y), Method::POST, "/kb", Some(local_base(&global, "org"))).await.0, 409);
+    let admin = User::with(None, &[], true);
+    assert_eq!(stack.call(&admin, Method::POST, "/kb", Some(local_base(&global, "app"))).await.0, 201);
+}
+
+#[tokio::test]
+async fn a_collection_is_created_and_read_by_name_within_reach() {
+    let stack = Stack::from_env().await;
+    let org = Some(Uuid::new_v4());
+    let editor = User::with(org, &["collections:edit"], false);
+    let viewer = User::with(org, &["collections:view"], false);
+    let stranger = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let name = unique("byname");
+    let (status, base) = stack
+        .call_json(
+            &editor,
+            Method::POST,
+            &format!("/rag/collections/{name}"),
+            Some(json!({"embedding_provider": "local", "embedding_model": "all-minilm-l6-v2"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{base}");
+    assert_eq!((base["scope"].as_str(), base["collection_name"].as_str()), (Some("org"), Some(name.as_str())));
+    let (status, info) = stack.call_json(&viewer, Method::GET, &format!("/rag/collections/{name}/info"), None).await;
+    assert_eq!(status, 200, "{info}");
+    assert_eq!(
+        info,
+        json!({"name": name, "indexing_status": "complete", "processing_count": 0, "indexed_count": 0,
+            "failed_count": 0, "document_count": 0, "total_vectors": 0,
+            "embedding_model": "all-minilm-l6-v2", "embedding_dim": 384})
+    );
+    let (_, ghost) = stack.call(&stranger, Method::GET, "/rag/collections/never_made_anywhere/info", None).await;
+    let (status, refused) = stack.call(&stranger, Method::GET, &format!("/rag/collections/{name}/info"), None).await;
+    assert_eq!((status, refused), (404, ghost));
+    let (status, refused) = stack
+        .call_json(
+            &editor,
+            Method::POST,
+            &format!("/rag/collections/{name}"),
+            Some(json!({"collection_name": "other"})),
+        )
+        .await;
+    assert_eq!(status, 400, "{refused}");
+    let (status, refused) = stack.call_json(&editor, Method::POST, "/rag/collections/Bad-Name", None).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(conflict_field(&refused), "the name is the field at fault: {refused}");
+}
+
+#[tokio::test]
+async fn vector_tables_are_created_once_at_their_width_and_never_mistaken_for_the_schema() {
+    let stack = Stack::from_env().await;
+    let db = sluice_store::Db::connect(&stack.database_url, 24).await.expect("db");
+    let name = unique("vectors");
+    let creates = (0..12).map(|_| db.ensure_vector_table(&name, 384));
+    for created in futures_util::future::join_all(creates).await {
+        created.expect("concurrent first writes all succeed");
+    }
+    assert_eq!(db.vector_table_width(&name).await.expect("width"), Some(384));
+    assert!(matches!(
+        db.ensure_vector_table(&name, 1536).await,
+        Err(sluice_store::VectorTableError::Width { existing: 384, wanted: 1536 })
+    ));
+    let client = stack.db().await;
+    let indexes: Vec<String> = client
+        .query("SELECT indexdef FROM pg_indexes WHERE tablename = $1", &[&format!("rag_{name}")])
+        .await
+        .expect("indexes")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(indexes.iter().any(|d| d.contains("USING hnsw (embedding vector_cosine_ops)")), "{indexes:?}");
+    for column in ["source_path", "filename", "content_hash"] {
+        assert!(indexes.iter().any(|d| d.contains(&format!("USING hash ({column})"))), "{column}: {indexes:?}");
+    }
+    let schema = db.schema_tables().await.expect("schema");
+    assert!(!schema.contains(&format!("rag_{name}")), "a vector table is not the schema's");
+    assert!(schema.contains(&"rag_documents".to_owned()));
+    assert!(db.ensure_vector_table("documents", 384).await.is_err(), "the store refuses a schema table's name");
+
+    let wide = unique("wide");
+    db.ensure_vector_table(&wide, 3072).await.expect("a 3072-wide table");
+    let indexdef: String = client
+        .query_one("SELECT indexdef FROM pg_indexes WHERE indexname = $1", &[&format!("rag_{wide}_embedding_idx")])
+        .await
+        .expect("index")
+        .get(0);
+    assert!(indexdef.contains("halfvec_cosine_ops"), "{indexdef}");
+}
