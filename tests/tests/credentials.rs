@@ -275,3 +275,67 @@ async fn local_services_are_registered_by_scope_and_named_only_where_visible() {
     let (status, refused) = stack.call_json(&admin, Method::POST, "/kb", Some(body("app", Some(&own_id)))).await;
     assert_eq!((status, field_of(&refused)), (400, vec!["embedding_endpoint_id".to_owned()]), "an app base: {refused}");
 }
+
+#[tokio::test]
+async fn a_deleted_or_unopenable_key_resolves_to_no_key_and_the_refusal_names_the_collection() {
+    use sluice_embed::credentials::{KeyResolution, NoKey, resolve_key};
+    let stack = Stack::from_env().await;
+    let org = Some(Uuid::new_v4());
+    let owner = User::with(org, &["secrets:edit", "collections:edit"], false);
+    let value = format!("sk-{}", Uuid::new_v4().simple());
+    let (_, key) = store_key(&stack, &owner, "openai", "org", &value).await;
+    let key_id = key["id"].as_str().expect("id").to_owned();
+    let body = json!({"name": "Billing", "scope": "org", "embedding_provider": "openai",
+        "embedding_model": "text-embedding-3-small", "embedding_secret_id": key_id});
+    let (status, created) = stack.call_json(&owner, Method::POST, "/kb", Some(body)).await;
+    assert_eq!(status, 201, "{created}");
+    let base_id = Uuid::parse_str(created["id"].as_str().expect("id")).expect("uuid");
+
+    let db = sluice_store::Db::connect(&stack.database_url, 2).await.expect("db");
+    let vault = sluice_vault::Vault::new(stack.kms.clone(), stack.kms_key_arn().await);
+    let base = || async { db.knowledge_base(base_id, owner.id).await.expect("read").expect("base").base };
+    match resolve_key(&db, &vault, &base().await).await.expect("resolved") {
+        KeyResolution::Key(key) => assert_eq!(key.expose(), value),
+        other => panic!("the chosen key did not open: {other:?}"),
+    }
+
+    // Tampered: it no longer opens, and that is "no key", not an error.
+    let client = stack.db().await;
+    let secret = Uuid::parse_str(&key_id).expect("uuid");
+    client
+        .execute(
+            "UPDATE secrets SET ciphertext = set_byte(ciphertext, 0, get_byte(ciphertext, 0) # 1) WHERE id = $1",
+            &[&secret],
+        )
+        .await
+        .expect("tamper");
+    assert_eq!(
+        resolve_key(&db, &vault, &base().await).await.expect("resolved"),
+        KeyResolution::NoKey(NoKey::Unopenable)
+    );
+
+    // Deleted through the API: the base keeps naming it, and resolves to no key.
+    let someone = User::with(org, &["secrets:view"], false);
+    let (status, _) = stack.call(&someone, Method::DELETE, &format!("/secrets/{key_id}"), None).await;
+    assert_eq!(status, 403, "a shared key is deleted with secrets:edit");
+    let (status, absent) = stack
+        .call(
+            &User::with(Some(Uuid::new_v4()), &["secrets:edit"], false),
+            Method::DELETE,
+            &format!("/secrets/{key_id}"),
+            None,
+        )
+        .await;
+    let (_, ghost) = stack.call(&owner, Method::DELETE, &format!("/secrets/{}", Uuid::new_v4()), None).await;
+    assert_eq!((status, absent), (404, ghost), "another organization's key reads as absent");
+    assert_eq!(stack.call(&owner, Method::DELETE, &format!("/secrets/{key_id}"), None).await.0, 204);
+    let base = base().await;
+    assert_eq!(base.embedding_secret_id, Some(secret));
+    assert_eq!(resolve_key(&db, &vault, &base).await.expect("resolved"), KeyResolution::NoKey(NoKey::Deleted));
+    let refusal = NoKey::Deleted.refusal(&base);
+    assert!(
+        refusal.contains(&base.collection_name) && refusal.contains("openai") && refusal.contains("deleted"),
+        "{refusal}"
+    );
+    assert!(!refusal.contains("OPENAI_API_KEY") && !refusal.contains(&value), "{refusal}");
+}

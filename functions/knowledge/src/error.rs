@@ -13,6 +13,9 @@ pub enum KnowledgeError {
     /// An absent base and another tenant's, worded alike.
     #[error("collection not found")]
     NotFound,
+    /// A resource other than a collection that is absent or not the caller's, worded alike.
+    #[error("{0} not found")]
+    Missing(&'static str),
     #[error("{field}: {message}")]
     Invalid { field: &'static str, message: String },
     /// A refusal naming several fields (the ingestion configuration's pair rule).
@@ -37,6 +40,7 @@ impl KnowledgeError {
             Self::Unauthorized => ApiError::unauthorized(),
             Self::NoRoute => ApiError::new(404, "not_found", "no such route"),
             Self::NotFound => ApiError::not_found("Collection"),
+            Self::Missing(what) => ApiError::not_found(what),
             Self::Invalid { field, message } => {
                 ApiError::new(400, "invalid_request", message.clone()).field(field, message)
             }

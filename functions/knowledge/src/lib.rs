@@ -68,6 +68,9 @@ enum Route {
     CollectionInfo(String),
     CreateSecret,
     ListSecrets,
+    DeleteSecret(Uuid),
+    /// A secret route naming an id that cannot exist.
+    NoSuchSecret,
     CreateEndpoint,
     ListEndpoints,
 }
@@ -92,6 +95,7 @@ fn route(method: &str, path: &str) -> Option<Route> {
         ("GET", ["rag", "collections", name, "info"]) => Route::CollectionInfo((*name).to_owned()),
         ("POST", ["secrets"]) => Route::CreateSecret,
         ("GET", ["secrets"]) => Route::ListSecrets,
+        ("DELETE", ["secrets", id]) => Uuid::parse_str(id).map_or(Route::NoSuchSecret, Route::DeleteSecret),
         ("POST", ["embedding-endpoints"]) => Route::CreateEndpoint,
         ("GET", ["embedding-endpoints"]) => Route::ListEndpoints,
         _ => return None,
@@ -119,6 +123,8 @@ pub async fn handle(state: &State, request: Request) -> Response<Body> {
             Route::CollectionInfo(name) => collections::info(state, &caller, &name).await,
             Route::CreateSecret => secrets::create(state, &caller, &request).await,
             Route::ListSecrets => secrets::list(state, &caller).await,
+            Route::DeleteSecret(id) => secrets::delete(state, &caller, id).await,
+            Route::NoSuchSecret => Err(KnowledgeError::Missing("Secret")),
             Route::CreateEndpoint => endpoints::create(state, &caller, &request).await,
             Route::ListEndpoints => endpoints::list(state, &caller).await,
         }

@@ -90,6 +90,27 @@ pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result
     Ok(json_response(201, &view(stored)))
 }
 
+/// `DELETE /secrets/{id}`: by its owner, or by `secrets:edit` for a key shared with the
+/// organization. A key the caller cannot see is answered as one that does not exist. Bases
+/// that chose it keep its id and, from then on, embed with no key (and say so).
+pub async fn delete(state: &State, caller: &Caller, id: Uuid) -> Result<Response<Body>, KnowledgeError> {
+    let not_found = || KnowledgeError::Missing("Secret");
+    let secret = state.db.secret_meta(id).await?.ok_or_else(not_found)?;
+    let ownership = SecretOwnership {
+        owner_id: secret.owner_id,
+        org_id: secret.org_id,
+        shared_with_org: secret.visibility == "org",
+    };
+    if !access::may_see_secret(caller, &ownership) {
+        return Err(not_found());
+    }
+    if secret.owner_id != caller.user_id && !caller.has_permission("secrets:edit") {
+        return Err(KnowledgeError::Forbidden("deleting a shared credential needs secrets:edit".to_owned()));
+    }
+    state.db.delete_secret(id).await?;
+    Ok(lambda_http::Response::builder().status(204).body(Body::Empty).unwrap_or_default())
+}
+
 /// `GET /secrets`: the keys the caller may see, never a value.
 pub async fn list(state: &State, caller: &Caller) -> Result<Response<Body>, KnowledgeError> {
     let secrets: Vec<SecretView> = state

@@ -1,6 +1,9 @@
-//! Talking to OpenAI-compatible embedding endpoints. For now: which models an OpenRouter
-//! endpoint serves, asked when a base names one, and the address rules that keep a
-//! caller-supplied URL from turning the service into a proxy for the deployment's network.
+//! Talking to OpenAI-compatible embedding endpoints: whose key pays (`credentials`), which
+//! models an OpenRouter endpoint serves (asked when a base names one), and the address
+//! rules that keep a caller-supplied URL from turning the service into a proxy for the
+//! deployment's network.
+
+pub mod credentials;
 
 use std::sync::OnceLock;
 use std::time::Duration;

@@ -32,8 +32,8 @@ CREATE TABLE embedding_endpoints (
 );
 CREATE UNIQUE INDEX embedding_endpoints_app_name_idx ON embedding_endpoints (provider, name) WHERE scope = 'app';
 
-ALTER TABLE knowledge_bases ADD CONSTRAINT knowledge_bases_secret_fk
-    FOREIGN KEY (embedding_secret_id) REFERENCES secrets (id) ON DELETE SET NULL;
+-- `embedding_secret_id` deliberately has no foreign key: a deleted key must stay visible
+-- as the key the base chose, so the embedding path can say it was deleted.
 ALTER TABLE knowledge_bases ADD CONSTRAINT knowledge_bases_endpoint_fk
     FOREIGN KEY (embedding_endpoint_id) REFERENCES embedding_endpoints (id) ON DELETE SET NULL;
 

@@ -131,6 +131,12 @@ impl Db {
         }))
     }
 
+    /// Deletes a secret; `false` when there was none.
+    pub async fn delete_secret(&self, id: Uuid) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        Ok(client.execute("DELETE FROM secrets WHERE id = $1", &[&id]).await? == 1)
+    }
+
     /// Every secret the caller might see: their own and their organization's.
     pub async fn candidate_secrets(&self, user: Uuid, org: Option<Uuid>) -> Result<Vec<SecretMeta>, StoreError> {
         let client = self.client().await?;

@@ -1,0 +1,98 @@
+//! Whose key pays for a collection's embeddings: the key its base chose, opened by the
+//! vault — or no key, saying why. Nothing here refuses: a key that was deleted, cannot be
+//! opened or belongs elsewhere resolves to "no key", because whose key pays must never
+//! decide whether the base's row can be read. The embedding client then refuses the index
+//! or the search with `NoKey::refusal`. There is no deployment-wide key to fall back to.
+
+use sluice_store::{Db, KnowledgeBase, StoreError};
+use sluice_vault::{Binding, Sealed, Vault, VaultError};
+
+/// An API key, opened; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(..)")
+    }
+}
+
+/// Why a keyed collection has no usable key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoKey {
+    /// The base names no key.
+    NoneChosen,
+    /// The key it chose has been deleted from the vault.
+    Deleted,
+    /// The key does not open (its sealed value or its binding is not intact).
+    Unopenable,
+    /// The key belongs to another organization or another provider.
+    NotThisCollections,
+}
+
+impl NoKey {
+    /// The stored, user-facing refusal: the collection, its provider, what happened and
+    /// what to do — never a variable to set.
+    pub fn refusal(self, base: &KnowledgeBase) -> String {
+        let what = match self {
+            Self::NoneChosen => "names no API key",
+            Self::Deleted => "chose an API key that has since been deleted",
+            Self::Unopenable => "chose an API key that can no longer be unsealed",
+            Self::NotThisCollections => {
+                "chose an API key that is not one for this collection's provider and organization"
+            }
+        };
+        format!(
+            "embedding refused: collection {} on {} {what}; choose a key from your organization's vault for it \
+             (PATCH /kb/{} with embedding_secret_id), then retry",
+            base.collection_name, base.embedding_provider, base.id
+        )
+    }
+}
+
+/// What a base embeds with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyResolution {
+    /// A keyless provider: the base names a local service instead.
+    Keyless,
+    Key(ApiKey),
+    NoKey(NoKey),
+}
+
+/// A failure worth retrying: the database or the key service did not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the key service did not answer")]
+    KeyService(#[source] VaultError),
+}
+
+/// Resolves the key `base` embeds with.
+pub async fn resolve_key(db: &Db, vault: &Vault, base: &KnowledgeBase) -> Result<KeyResolution, ResolveError> {
+    let keyless = sluice_domain::catalog::provider(&base.embedding_provider).is_some_and(|p| p.keyless);
+    if keyless {
+        return Ok(KeyResolution::Keyless);
+    }
+    let Some(secret_id) = base.embedding_secret_id else {
+        return Ok(KeyResolution::NoKey(NoKey::NoneChosen));
+    };
+    let Some((meta, sealed)) = db.sealed_secret(secret_id).await? else {
+        return Ok(KeyResolution::NoKey(NoKey::Deleted));
+    };
+    if meta.org_id != base.org_id || meta.provider != base.embedding_provider {
+        return Ok(KeyResolution::NoKey(NoKey::NotThisCollections));
+    }
+    let sealed = Sealed { sealed_key: sealed.sealed_key, nonce: sealed.nonce, ciphertext: sealed.ciphertext };
+    match vault.open(Binding { secret_id, org_id: meta.org_id }, &sealed).await {
+        Ok(value) => Ok(KeyResolution::Key(ApiKey(value))),
+        Err(VaultError::Unopenable) => Ok(KeyResolution::NoKey(NoKey::Unopenable)),
+        Err(error) => Err(ResolveError::KeyService(error)),
+    }
+}
