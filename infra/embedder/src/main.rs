@@ -1,0 +1,16 @@
+//! `sluice-embedder`: loads the model from `SLUICE_EMBEDDER_MODEL_DIR` and serves it on
+//! `SLUICE_EMBEDDER_ADDR`.
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    sluice_web::init_tracing();
+    let dir = std::env::var("SLUICE_EMBEDDER_MODEL_DIR").map_err(|_| "SLUICE_EMBEDDER_MODEL_DIR is missing")?;
+    let addr = std::env::var("SLUICE_EMBEDDER_ADDR").unwrap_or_else(|_| "127.0.0.1:3100".to_owned());
+    let embedder = sluice_embedder::model::Embedder::load(std::path::Path::new(&dir))?;
+    let listener = tokio::net::TcpListener::bind(&addr).await?;
+    tracing::info!(addr, "sluice-embedder listening");
+    sluice_embedder::serve(listener, sluice_embedder::Service::new(embedder)).await?;
+    Ok(())
+}

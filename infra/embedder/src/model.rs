@@ -1,0 +1,88 @@
+//! all-MiniLM-L6-v2 as sentence-transformers runs it: WordPiece tokens (truncated at 256,
+//! padded to the batch's longest), BERT with zero token types and the attention mask,
+//! mean pooling over the mask, L2 normalisation.
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use std::path::Path;
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+/// The model's own limit, as sentence-transformers configures it (`max_seq_length`).
+pub const MAX_TOKENS: usize = 256;
+/// The model's width.
+pub const DIMENSIONS: usize = 384;
+/// The model id the service answers to.
+pub const MODEL_ID: &str = "all-minilm-l6-v2";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("the model files cannot be read: {0}")]
+    Files(String),
+    #[error("the tokenizer failed: {0}")]
+    Tokenizer(String),
+    #[error("inference failed: {0}")]
+    Inference(#[from] candle_core::Error),
+}
+
+/// The loaded model and tokenizer.
+pub struct Embedder {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    device: Device,
+}
+
+impl std::fmt::Debug for Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedder").field("model", &MODEL_ID).finish_non_exhaustive()
+    }
+}
+
+impl Embedder {
+    /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`.
+    pub fn load(dir: &Path) -> Result<Self, ModelError> {
+        let device = Device::Cpu;
+        let config = std::fs::read_to_string(dir.join("config.json")).map_err(|e| ModelError::Files(e.to_string()))?;
+        let config: Config = serde_json::from_str(&config).map_err(|e| ModelError::Files(e.to_string()))?;
+        let mut tokenizer =
+            Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+        // The file pads and truncates at 128 for another runtime; sentence-transformers pads
+        // to the longest in the batch and truncates at 256.
+        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
+        tokenizer
+            .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
+            .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+        let weights = dir.join("model.safetensors");
+        // The weights are read, not mapped: mapping needs `unsafe`, which this workspace forbids.
+        let bytes = std::fs::read(&weights).map_err(|e| ModelError::Files(e.to_string()))?;
+        let vb = VarBuilder::from_buffered_safetensors(bytes, DType::F32, &device)?;
+        let model = BertModel::load(vb, &config)?;
+        Ok(Self { model, tokenizer, device })
+    }
+
+    /// One unit vector per text, in order.
+    pub fn embed(&self, texts: &[String]) -> Result<(Vec<Vec<f32>>, usize), ModelError> {
+        if texts.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let encodings =
+            self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+        let tokens: usize = encodings.iter().map(|e| e.get_attention_mask().iter().filter(|m| **m == 1).count()).sum();
+        let rows = encodings.len();
+        let width = encodings[0].get_ids().len();
+        let ids: Vec<u32> = encodings.iter().flat_map(|e| e.get_ids().to_vec()).collect();
+        let mask: Vec<u32> = encodings.iter().flat_map(|e| e.get_attention_mask().to_vec()).collect();
+        let ids = Tensor::from_vec(ids, (rows, width), &self.device)?;
+        let mask = Tensor::from_vec(mask, (rows, width), &self.device)?;
+        let types = ids.zeros_like()?;
+        let hidden = self.model.forward(&ids, &types, Some(&mask))?;
+        // Mean over the real tokens only.
+        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+        let counts = mask.sum(1)?.clamp(1e-9, f64::MAX)?;
+        let pooled = summed.broadcast_div(&counts)?;
+        let norms = pooled.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+        let normalised = pooled.broadcast_div(&norms)?;
+        Ok((normalised.to_vec2::<f32>()?, tokens))
+    }
+}

@@ -1,0 +1,47 @@
+//! The real model from the wheel the stack provisions: unit vectors of its width, meaning
+//! over wording, the same answer alone and in a padded batch.
+
+use sluice_embedder::model::{DIMENSIONS, Embedder};
+
+fn embedder() -> Embedder {
+    let dir = std::env::var("SLUICE_EMBEDDER_MODEL_DIR")
+        .expect("SLUICE_EMBEDDER_MODEL_DIR is not set: run the tests with `infra/local/test`");
+    Embedder::load(std::path::Path::new(&dir)).expect("the model loads")
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[test]
+fn sentences_of_one_meaning_are_nearer_than_sentences_of_another() {
+    let embedder = embedder();
+    let texts: Vec<String> = [
+        "The invoice must be paid within thirty days.",
+        "Payment of the bill is due in a month.",
+        "Our cat sleeps on the warm windowsill all afternoon.",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let (vectors, tokens) = embedder.embed(&texts).expect("embedded");
+    assert!(tokens > 20);
+    for vector in &vectors {
+        assert_eq!(vector.len(), DIMENSIONS);
+        assert!((cosine(vector, vector) - 1.0).abs() < 1e-5, "unit length");
+    }
+    let (near, far) = (cosine(&vectors[0], &vectors[1]), cosine(&vectors[0], &vectors[2]));
+    assert!(near > 0.5 && far < 0.2 && near > far + 0.3, "near {near}, far {far}");
+
+    // Padding a text in a batch with a longer one changes nothing: the mask holds.
+    let (alone, _) = embedder.embed(&texts[..1]).expect("embedded");
+    assert!(cosine(&alone[0], &vectors[0]) > 1.0 - 1e-5);
+}
+
+#[test]
+fn a_text_past_the_model_limit_is_truncated_not_refused() {
+    let embedder = embedder();
+    let long = "word ".repeat(5_000);
+    let (vectors, tokens) = embedder.embed(&[long]).expect("embedded");
+    assert_eq!(vectors[0].len(), DIMENSIONS);
+    assert_eq!(tokens, sluice_embedder::model::MAX_TOKENS);
+}
