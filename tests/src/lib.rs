@@ -2,6 +2,8 @@
 //! (`infra/local/test` starts it) over HTTP with real tokens, and look behind it with the
 //! real S3 client and a real PostgreSQL connection.
 
+pub mod stub;
+
 use std::collections::BTreeSet;
 use uuid::Uuid;
 

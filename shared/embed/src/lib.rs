@@ -3,6 +3,7 @@
 //! rules that keep a caller-supplied URL from turning the service into a proxy for the
 //! deployment's network.
 
+pub mod client;
 pub mod credentials;
 
 use std::sync::OnceLock;

@@ -1,0 +1,181 @@
+//! The OpenAI-compatible `/embeddings` client every provider is reached through. `429` and
+//! `5xx` are retried with exponential backoff that honours `Retry-After` (in seconds); what
+//! no retry fixes is told apart, so the caller records it instead of retrying.
+
+use crate::credentials::ApiKey;
+use std::time::Duration;
+
+/// Where and how a collection embeds.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The endpoint's base URL, e.g. `https://api.openai.com/v1`; `/embeddings` is appended.
+    pub base_url: String,
+    pub model: String,
+    pub dimensions: usize,
+    pub api_key: Option<ApiKey>,
+}
+
+/// How hard to try.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub attempts: u32,
+    pub first_delay: Duration,
+    /// No single wait exceeds this, whatever `Retry-After` asks.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self { attempts: 5, first_delay: Duration::from_millis(500), max_delay: Duration::from_secs(20) }
+    }
+}
+
+/// Why embedding failed. Each variant names what happened, never the endpoint's own words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EmbedError {
+    /// 401/403: the key was refused.
+    #[error("the provider refused the credential (HTTP {0})")]
+    CredentialRefused(u16),
+    /// 404: the endpoint does not serve the model.
+    #[error("the endpoint does not serve the model")]
+    ModelNotServed,
+    /// Another 4xx: the request itself was refused.
+    #[error("the provider refused the request (HTTP {0})")]
+    RequestRefused(u16),
+    /// Still rate limited after every retry.
+    #[error("the provider kept rate limiting")]
+    RateLimited,
+    /// Still failing with 5xx after every retry.
+    #[error("the provider kept failing (HTTP {0})")]
+    ProviderFailing(u16),
+    /// Not reachable (connection, timeout), after every retry.
+    #[error("the provider could not be reached")]
+    Unreachable,
+    /// An answer that is not the vectors asked for (count or width).
+    #[error("the provider answered malformed vectors")]
+    Malformed,
+}
+
+impl EmbedError {
+    /// Whether a later attempt may succeed: the message is worth redelivering.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::RateLimited | Self::ProviderFailing(_) | Self::Unreachable)
+    }
+
+    /// A short, stable name for the error's type, for the stored message.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::CredentialRefused(_) => "CredentialRefused",
+            Self::ModelNotServed => "ModelNotServed",
+            Self::RequestRefused(_) => "RequestRefused",
+            Self::RateLimited => "RateLimited",
+            Self::ProviderFailing(_) => "ProviderFailing",
+            Self::Unreachable => "ProviderUnreachable",
+            Self::Malformed => "MalformedEmbeddings",
+        }
+    }
+
+    /// What the user can do about it.
+    pub fn advice(&self) -> &'static str {
+        match self {
+            Self::CredentialRefused(_) => {
+                "check the collection's embedding credential (embedding_secret_id), then retry the document"
+            }
+            Self::ModelNotServed => {
+                "the collection's endpoint does not serve its model; move the collection to an endpoint that does, then retry the document"
+            }
+            Self::RequestRefused(_) => {
+                "the provider refused this document's text; retry it, or report it if it persists"
+            }
+            Self::RateLimited => "the provider is rate limiting this key; retry the document later",
+            Self::ProviderFailing(_) | Self::Unreachable => {
+                "the embedding provider is unavailable; retry the document later"
+            }
+            Self::Malformed => {
+                "the provider answered vectors that do not fit the collection; check its model and endpoint"
+            }
+        }
+    }
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Answer {
+    data: Vec<Embedding>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Embedding {
+    index: usize,
+    embedding: Vec<f32>,
+}
+
+/// The wait a `Retry-After` header asks for, in whole seconds (the HTTP-date form is not
+/// honoured: the backoff stands in for it).
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// Embeds `texts` (one request) against `target`, retrying what may pass later.
+pub async fn embed(
+    client: &reqwest::Client,
+    target: &Target,
+    texts: &[String],
+    policy: RetryPolicy,
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let url = format!("{}/embeddings", target.base_url.trim_end_matches('/'));
+    let body = serde_json::json!({"model": target.model, "input": texts});
+    let mut delay = policy.first_delay;
+    let mut last = EmbedError::Unreachable;
+    for attempt in 1..=policy.attempts.max(1) {
+        let mut request = client.post(&url).json(&body);
+        if let Some(key) = &target.api_key {
+            request = request.bearer_auth(key.expose());
+        }
+        let wait = match request.send().await {
+            Ok(answer) if answer.status().is_success() => {
+                let answer: Answer = answer.json().await.map_err(|_| EmbedError::Malformed)?;
+                return order(answer, texts.len(), target.dimensions);
+            }
+            Ok(answer) => {
+                let status = answer.status().as_u16();
+                let asked = retry_after(answer.headers());
+                // The body is the provider's own words: logged, never stored or answered.
+                let text = answer.text().await.unwrap_or_default();
+                tracing::warn!(status, attempt, body = %text.chars().take(500).collect::<String>(), "embedding request failed");
+                last = match status {
+                    401 | 403 => return Err(EmbedError::CredentialRefused(status)),
+                    404 => return Err(EmbedError::ModelNotServed),
+                    429 => EmbedError::RateLimited,
+                    500..=599 => EmbedError::ProviderFailing(status),
+                    _ => return Err(EmbedError::RequestRefused(status)),
+                };
+                asked
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, attempt, "embedding endpoint unreachable");
+                last = EmbedError::Unreachable;
+                None
+            }
+        };
+        if attempt < policy.attempts {
+            tokio::time::sleep(wait.unwrap_or(delay).min(policy.max_delay)).await;
+            delay = (delay * 2).min(policy.max_delay);
+        }
+    }
+    Err(last)
+}
+
+/// The vectors in input order, each of the collection's width.
+fn order(answer: Answer, count: usize, dimensions: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
+    if answer.data.len() != count {
+        return Err(EmbedError::Malformed);
+    }
+    let mut vectors: Vec<Option<Vec<f32>>> = vec![None; count];
+    for item in answer.data {
+        if item.embedding.len() != dimensions || item.index >= count || vectors[item.index].is_some() {
+            return Err(EmbedError::Malformed);
+        }
+        vectors[item.index] = Some(item.embedding);
+    }
+    vectors.into_iter().collect::<Option<Vec<_>>>().ok_or(EmbedError::Malformed)
+}
