@@ -140,7 +140,12 @@ export SLUICE_EMBEDDER_MODEL_DIR=$LOCAL/minilm
 export SLUICE_ALLOW_LOOPBACK_ENDPOINTS=true
 ENV
   # The test stack redelivers failed messages after 5 s instead of minutes.
-  if [ "$1" = test ]; then echo "export SLUICE_LOCAL_VISIBILITY_TIMEOUT_SECS=5"; fi
+  # Embedding retries are shortened too, and a failure is recorded on the third delivery.
+  if [ "$1" = test ]; then
+    echo "export SLUICE_LOCAL_VISIBILITY_TIMEOUT_SECS=5"
+    echo "export SLUICE_EMBED_RETRY_ATTEMPTS=2 SLUICE_EMBED_RETRY_FIRST_DELAY_MS=50 SLUICE_INGEST_MAX_RECEIVES=3"
+    echo "export SLUICE_OUTBOX_GRACE_SECS=3"
+  fi
 }
 
 wait_for() { # description, command...

@@ -7,15 +7,14 @@ use crate::error::KnowledgeError;
 use lambda_http::{Body, Request, Response};
 use serde_json::{Map, Value, json};
 use sluice_domain::Caller;
-use sluice_domain::access::{self, Access, Scope};
+use sluice_domain::access::{self, Access};
 use sluice_store::KnowledgeBase;
 use sluice_web::json_response;
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
-/// The base a name means for this caller, at `at_least`: their organization's own
-/// (oldest first — their personal base in it included), else the app's, else one granted
-/// to them. Never a third tenant's; an unreachable name is exactly "not found".
+/// The base a name means for this caller, at `at_least` (`access::resolve_named`); an
+/// unreachable name is exactly "not found".
 pub async fn resolve(
     state: &State,
     caller: &Caller,
@@ -23,25 +22,11 @@ pub async fn resolve(
     at_least: Access,
 ) -> Result<(KnowledgeBase, Access), KnowledgeError> {
     let holders = state.db.bases_named(name, caller.user_id).await?;
-    let mut reachable: Vec<(KnowledgeBase, Access)> = holders
-        .into_iter()
-        .filter_map(|held| {
-            let access = access::decide(caller, &held.base.ownership(), held.grant);
-            (access >= at_least && access != Access::None).then_some((held.base, access))
-        })
-        .collect();
-    let rank = |base: &KnowledgeBase| {
-        if base.org_id == caller.org_id && base.scope != Scope::App {
-            0
-        } else if base.scope == Scope::App {
-            1
-        } else {
-            2
-        }
-    };
-    // Stable: within a rank the store's oldest-first order stands.
-    reachable.sort_by_key(|(base, _)| rank(base));
-    reachable.into_iter().next().ok_or(KnowledgeError::NotFound)
+    let candidates = holders.into_iter().map(|held| {
+        let ownership = held.base.ownership();
+        (held.base, ownership, held.grant)
+    });
+    access::resolve_named(caller, candidates, at_least).ok_or(KnowledgeError::NotFound)
 }
 
 /// `GET /rag/collections`: one entry per name the caller reaches.

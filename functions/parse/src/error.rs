@@ -17,4 +17,6 @@ pub enum ParseError {
     Isolate(#[from] sluice_isolate::IsolateError),
     #[error("the blocking pool failed")]
     Blocking,
+    #[error("the next job could not be sent: {0}")]
+    Dispatch(String),
 }

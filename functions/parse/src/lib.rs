@@ -4,7 +4,11 @@
 //! then marks the row `ready` or `rejected` (deleting a refused object). An object nobody
 //! asked for is deleted. The same event twice, or two events for one key, end in one
 //! state: a row is judged once per ETag of the bytes under its key.
+//!
+//! The same queue carries `parse-document` jobs for knowledge-base documents
+//! (`documents.rs`): their text is extracted to `parsed/{id}` and handed to `ingest`.
 
+mod documents;
 mod error;
 
 pub use error::ParseError;
@@ -13,6 +17,7 @@ use sluice_blob::{Blob, BlobError};
 use sluice_domain::{BlockingPool, CHAT_UPLOAD_PREFIX, Config};
 use sluice_isolate::Extractor;
 use sluice_queue::SqsBatchResponse;
+use sluice_queue::jobs::{Dispatcher, DocumentJob};
 use sluice_queue::s3::{Change, ObjectChange, S3Message};
 use sluice_store::Db;
 use uuid::Uuid;
@@ -25,12 +30,14 @@ pub struct State {
     pub blob: Blob,
     pub pool: BlockingPool,
     pub extractor: Extractor,
+    pub dispatcher: Dispatcher,
 }
 
 impl State {
-    pub fn new(config: Config, db: Db, blob: Blob, extractor: Extractor) -> Self {
+    pub fn new(config: Config, db: Db, blob: Blob, extractor: Extractor, sqs: aws_sdk_sqs::Client) -> Self {
         let pool = BlockingPool::new(config.file_io_max_workers);
-        Self { config, db, blob, pool, extractor }
+        let dispatcher = Dispatcher::new(sqs, config.job_routes());
+        Self { config, db, blob, pool, extractor, dispatcher }
     }
 
     /// Builds the state from the environment, as the upload function does; parse workers
@@ -40,7 +47,8 @@ impl State {
         let db = Db::connect_from_env(4).await?;
         let blob = Blob::from_env(config.bucket.clone(), config.kms_key_id.clone()).await;
         let extractor = Extractor::current_exe(config.parse_max_memory_bytes)?;
-        Ok(Self::new(config, db, blob, extractor))
+        let sqs = aws_sdk_sqs::Client::new(&sluice_blob::sdk_config().await);
+        Ok(Self::new(config, db, blob, extractor, sqs))
     }
 }
 
@@ -54,6 +62,10 @@ pub async fn handle(state: &State, event: sluice_queue::SqsEvent) -> SqsBatchRes
 }
 
 async fn handle_message(state: &State, body: &str) -> Result<(), ParseError> {
+    // A document job from the outbox, or else an S3 notification.
+    if let Ok(job) = serde_json::from_str::<DocumentJob>(body) {
+        return documents::parse_document(state, job).await;
+    }
     match sluice_queue::s3::decode(body)? {
         S3Message::Test => Ok(()),
         S3Message::Changes(changes) => {

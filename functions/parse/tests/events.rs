@@ -22,7 +22,8 @@ fn offline_state() -> State {
     let db = Db::connect_lazy(&format!("postgres://nobody@{CLOSED}/none"), 1).expect("pool");
     let blob = Blob::new(sluice_blob::static_s3_client(&format!("http://{CLOSED}")), "bucket", &config.kms_key_id);
     let extractor = Extractor::new(env!("CARGO_BIN_EXE_sluice-parse"), config.parse_max_memory_bytes);
-    State::new(config, db, blob, extractor)
+    let sqs = sluice_blob::static_sqs_client(&format!("http://{CLOSED}"));
+    State::new(config, db, blob, extractor, sqs)
 }
 
 fn sample(name: &str) -> SqsEvent {

@@ -1,10 +1,14 @@
-//! The `sweep` function, run on a schedule: it reaps what nobody else will. Today that is
-//! presigned upload intents whose link expired with no bytes judged: the row is rejected
-//! (so `GET /files/{id}` says so) and any object that landed late is deleted.
+//! The `sweep` function, run on a schedule: it reaps what nobody else will —
+//!
+//! - presigned upload intents whose link expired with no bytes judged: the row is rejected
+//!   (so `GET /files/{id}` says so) and any object that landed late is deleted;
+//! - outbox rows left unsent (the send after their commit failed): sent again, so an
+//!   acknowledged upload never stays `processing` for want of its job.
 
 use serde::Serialize;
 use sluice_blob::{Blob, BlobError};
 use sluice_domain::Config;
+use sluice_queue::jobs::Dispatcher;
 use sluice_store::{Db, StoreError};
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -12,6 +16,10 @@ use time::OffsetDateTime;
 /// How long after its link expired an intent is left alone: S3 checks a presigned URL's
 /// expiry when the request starts, so a large PUT begun just in time may still be landing.
 pub const INTENT_GRACE: Duration = Duration::from_secs(3600);
+
+/// How long an outbox row may wait for the send after its commit before the sweep sends
+/// it: longer than any request takes to send its own.
+pub const OUTBOX_GRACE: Duration = Duration::from_secs(120);
 
 /// Rows reaped per run, so one run stays well inside its timeout; the next takes the rest.
 const BATCH: i64 = 500;
@@ -22,12 +30,15 @@ pub enum SweepError {
     Store(#[from] StoreError),
     #[error("object storage failed: {0}")]
     Blob(#[from] BlobError),
+    #[error("a job could not be sent: {0}")]
+    Dispatch(#[from] sluice_queue::jobs::DispatchError),
 }
 
 /// What one run did.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
 pub struct SweepReport {
     pub expired_intents: u32,
+    pub resent_jobs: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -35,14 +46,27 @@ pub struct State {
     pub config: Config,
     pub db: Db,
     pub blob: Blob,
+    pub dispatcher: Dispatcher,
+    /// `OUTBOX_GRACE` unless a test shortens it.
+    pub outbox_grace: Duration,
 }
 
 impl State {
+    pub fn new(config: Config, db: Db, blob: Blob, sqs: aws_sdk_sqs::Client) -> Self {
+        let dispatcher = Dispatcher::new(sqs, config.job_routes());
+        let outbox_grace = std::env::var("SLUICE_OUTBOX_GRACE_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(OUTBOX_GRACE, Duration::from_secs);
+        Self { config, db, blob, dispatcher, outbox_grace }
+    }
+
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
         let db = Db::connect_from_env(2).await?;
         let blob = Blob::from_env(config.bucket.clone(), config.kms_key_id.clone()).await;
-        Ok(Self { config, db, blob })
+        let sqs = aws_sdk_sqs::Client::new(&sluice_blob::sdk_config().await);
+        Ok(Self::new(config, db, blob, sqs))
     }
 }
 
@@ -58,8 +82,17 @@ pub async fn handle(state: &State, now: OffsetDateTime) -> Result<SweepReport, S
             report.expired_intents += 1;
         }
     }
-    if report.expired_intents > 0 {
-        tracing::info!(expired_intents = report.expired_intents, "swept");
+    for message in state.db.undispatched(state.outbox_grace).await? {
+        // The teardown's own function is issue 9's; until it exists its jobs wait here.
+        if message.topic == sluice_store::TEARDOWN_TOPIC {
+            continue;
+        }
+        state.dispatcher.send(&message.topic, &message.payload).await?;
+        state.db.mark_dispatched(message.id).await?;
+        report.resent_jobs += 1;
+    }
+    if report.expired_intents > 0 || report.resent_jobs > 0 {
+        tracing::info!(expired_intents = report.expired_intents, resent_jobs = report.resent_jobs, "swept");
     }
     Ok(report)
 }

@@ -18,6 +18,6 @@ async fn a_run_that_cannot_reach_the_database_fails() {
     .expect("config");
     let db = Db::connect_lazy("postgres://nobody@127.0.0.1:9/none", 1).expect("pool");
     let blob = Blob::new(sluice_blob::static_s3_client("http://127.0.0.1:9"), "x", "x");
-    let state = State { config, db, blob };
+    let state = State::new(config, db, blob, sluice_blob::static_sqs_client("http://127.0.0.1:9"));
     assert!(handle(&state, time::OffsetDateTime::now_utc()).await.is_err());
 }

@@ -26,6 +26,13 @@ pub enum UploadError {
     /// A presigned upload's declaration refused; the field is the one at fault.
     #[error("declaration refused: {}", .1.message)]
     DeclarationRefused(&'static str, Refusal),
+    #[error("the document is larger than {limit_bytes} bytes")]
+    DocumentTooLarge { limit_bytes: u64 },
+    #[error("{field}: {message}")]
+    Conflict { field: &'static str, message: String },
+    /// A refusal naming several fields (the chunking override's pair rule).
+    #[error("{message}")]
+    InvalidFields { message: String, fields: Vec<(String, String)> },
     #[error("files cannot be attached: {0:?}")]
     NotAttachable(Vec<Uuid>),
     #[error(transparent)]
@@ -81,6 +88,16 @@ impl UploadError {
                     .field("file", refusal.message)
                     .detail("reason", refusal.code.as_str())
             }
+            Self::DocumentTooLarge { limit_bytes } => {
+                let mb = limit_bytes / (1024 * 1024);
+                ApiError::new(413, "file_too_large", format!("the document is larger than the {mb} MB limit"))
+                    .field("file", format!("larger than {mb} MB (MAX_UPLOAD_SIZE_MB)"))
+                    .detail("limit_bytes", limit_bytes)
+            }
+            Self::Conflict { field, message } => ApiError::new(409, "conflict", message.clone()).field(field, message),
+            Self::InvalidFields { message, fields } => fields
+                .into_iter()
+                .fold(ApiError::new(400, "invalid_request", message), |error, (field, why)| error.field(&field, why)),
             Self::NotAttachable(ids) => {
                 let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
                 ApiError::new(404, "not_found", "some files are not your own unlinked, ready files")

@@ -2,6 +2,7 @@
 //!
 //! `handle` is what the Lambda runtime, the local runner and the tests all call.
 
+mod documents;
 mod error;
 mod files;
 mod intents;
@@ -13,6 +14,7 @@ use lambda_http::{Body, Request, Response};
 use sluice_blob::Blob;
 use sluice_domain::{BlockingPool, Config};
 use sluice_isolate::Extractor;
+use sluice_queue::jobs::Dispatcher;
 use sluice_store::Db;
 use uuid::Uuid;
 
@@ -25,12 +27,15 @@ pub struct AppState {
     pub pool: BlockingPool,
     /// Parses each file in a worker process under hard time and memory limits.
     pub extractor: Extractor,
+    /// Sends the jobs the outbox records (document parses) after their commit.
+    pub dispatcher: Dispatcher,
 }
 
 impl AppState {
-    pub fn new(config: Config, db: Db, blob: Blob, extractor: Extractor) -> Self {
+    pub fn new(config: Config, db: Db, blob: Blob, extractor: Extractor, sqs: aws_sdk_sqs::Client) -> Self {
         let pool = BlockingPool::new(config.file_io_max_workers);
-        Self { config, db, blob, pool, extractor }
+        let dispatcher = Dispatcher::new(sqs, config.job_routes());
+        Self { config, db, blob, pool, extractor, dispatcher }
     }
 
     /// Builds the state from the environment: the SDK's standard settings, `DATABASE_URL`,
@@ -41,7 +46,8 @@ impl AppState {
         let db = Db::connect_from_env(4).await?;
         let blob = Blob::from_env(config.bucket.clone(), config.kms_key_id.clone()).await;
         let extractor = Extractor::current_exe(config.parse_max_memory_bytes)?;
-        Ok(Self::new(config, db, blob, extractor))
+        let sqs = aws_sdk_sqs::Client::new(&sluice_blob::sdk_config().await);
+        Ok(Self::new(config, db, blob, extractor, sqs))
     }
 }
 
@@ -58,6 +64,11 @@ enum Route {
     LinkAttachments(String),
     /// A file route naming an id that cannot exist: answered like an absent file.
     NoSuchFile,
+    IngestIntoBase(Uuid),
+    IngestIntoCollection(String),
+    /// A base route naming an id that cannot exist: answered like an absent collection.
+    NoSuchBase,
+    SupportedFormats,
 }
 
 fn route(method: &str, path: &str) -> Option<Route> {
@@ -76,6 +87,9 @@ fn route(method: &str, path: &str) -> Option<Route> {
         },
         ("DELETE", ["files", id]) => file_id(id).map_or(Route::NoSuchFile, Route::DeleteFile),
         ("POST", ["messages", message_id, "attachments"]) => Route::LinkAttachments((*message_id).to_owned()),
+        ("POST", ["kb", id, "documents"]) => file_id(id).map_or(Route::NoSuchBase, Route::IngestIntoBase),
+        ("POST", ["rag", "collections", name, "ingest"]) => Route::IngestIntoCollection((*name).to_owned()),
+        ("GET", ["rag", "supported-formats"]) => Route::SupportedFormats,
         _ => return None,
     })
 }
@@ -96,6 +110,12 @@ pub async fn handle(state: &AppState, request: Request) -> Response<Body> {
             Route::DeleteFile(id) => files::delete(state, &caller, id).await,
             Route::LinkAttachments(message_id) => files::link(state, &caller, &message_id, &request).await,
             Route::NoSuchFile => Err(UploadError::NotFound("file")),
+            Route::IngestIntoBase(id) => documents::ingest(state, &caller, documents::Target::Base(id), request).await,
+            Route::IngestIntoCollection(name) => {
+                documents::ingest(state, &caller, documents::Target::Collection(name), request).await
+            }
+            Route::NoSuchBase => Err(UploadError::NotFound("collection")),
+            Route::SupportedFormats => Ok(documents::supported_formats()),
         }
     }
     .await;

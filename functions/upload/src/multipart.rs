@@ -12,6 +12,9 @@ pub struct UploadedFile {
     pub bytes: Bytes,
 }
 
+/// The longest text field a form may carry beside its file.
+const MAX_TEXT_FIELD_BYTES: usize = 64 * 1024;
+
 /// Reads the `file` part of a `multipart/form-data` body. Stops as soon as the part
 /// passes `limit_bytes`, so an oversize file is refused without holding all of it.
 pub async fn read_file_part(
@@ -19,6 +22,18 @@ pub async fn read_file_part(
     body: Bytes,
     limit_bytes: u64,
 ) -> Result<UploadedFile, UploadError> {
+    read_form(content_type, body, limit_bytes, &[]).await.map(|(file, _)| file)
+}
+
+/// Reads the `file` part and the text fields named in `text_fields` (each at most 64 KiB);
+/// any other part is ignored.
+pub async fn read_form(
+    content_type: Option<&str>,
+    body: Bytes,
+    limit_bytes: u64,
+    text_fields: &[&'static str],
+) -> Result<(UploadedFile, std::collections::BTreeMap<&'static str, String>), UploadError> {
+    let mut texts = std::collections::BTreeMap::new();
     let content_type = content_type.unwrap_or_default();
     let boundary = multer::parse_boundary(content_type)
         .map_err(|_| UploadError::invalid("file", "the body must be multipart/form-data with a file part"))?;
@@ -26,6 +41,18 @@ pub async fn read_file_part(
     let mut multipart = multer::Multipart::new(stream, boundary);
     let mut found: Option<UploadedFile> = None;
     while let Some(mut field) = multipart.next_field().await.map_err(malformed)? {
+        if let Some(name) = text_fields.iter().find(|n| field.name() == Some(**n)) {
+            let mut value = Vec::new();
+            while let Some(chunk) = field.chunk().await.map_err(malformed)? {
+                value.extend_from_slice(&chunk);
+                if value.len() > MAX_TEXT_FIELD_BYTES {
+                    return Err(UploadError::invalid(name, "the field is longer than 64 KiB"));
+                }
+            }
+            let value = String::from_utf8(value).map_err(|_| UploadError::invalid(name, "the field is not UTF-8"))?;
+            texts.insert(*name, value);
+            continue;
+        }
         if field.name() != Some("file") {
             continue;
         }
@@ -50,7 +77,8 @@ pub async fn read_file_part(
         }
         found = Some(UploadedFile { filename, declared_mime, bytes: bytes.freeze() });
     }
-    found.ok_or_else(|| UploadError::invalid("file", "the multipart body has no part named file"))
+    let file = found.ok_or_else(|| UploadError::invalid("file", "the multipart body has no part named file"))?;
+    Ok((file, texts))
 }
 
 fn malformed(error: multer::Error) -> UploadError {

@@ -25,7 +25,8 @@ fn offline_state(chat_max_upload_bytes: u64) -> AppState {
         Blob::new(sluice_blob::static_s3_client(&format!("http://{CLOSED}")), "bucket", config.kms_key_id.clone());
     // The function's own binary is its parse worker, as in Lambda.
     let extractor = Extractor::new(env!("CARGO_BIN_EXE_sluice-upload"), config.parse_max_memory_bytes);
-    AppState::new(config, db, blob, extractor)
+    let sqs = sluice_blob::static_sqs_client(&format!("http://{CLOSED}"));
+    AppState::new(config, db, blob, extractor, sqs)
 }
 
 fn sample(name: &str) -> lambda_http::Request {

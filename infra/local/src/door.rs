@@ -34,8 +34,15 @@ enum Function {
 
 fn function_for(path: &str) -> Option<Function> {
     let rest = path.strip_prefix("/api/v1/")?;
-    let first = rest.split('/').next().unwrap_or_default();
-    match first {
+    let segments: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
+    match segments.as_slice() {
+        // Documents take bytes in: the upload function's, as template.yaml routes them.
+        ["kb", _, "documents", ..] | ["rag", "collections", _, "ingest"] | ["rag", "supported-formats"] => {
+            return Some(Function::Upload);
+        }
+        _ => {}
+    }
+    match segments[0] {
         "files" | "messages" => Some(Function::Upload),
         "kb" | "rag" | "secrets" | "embedding-endpoints" => Some(Function::Knowledge),
         _ => None,
@@ -190,6 +197,11 @@ mod tests {
         assert_eq!(function_for("/api/v1/messages/x/attachments"), Some(Function::Upload));
         assert_eq!(function_for("/api/v1/kb"), Some(Function::Knowledge));
         assert_eq!(function_for("/api/v1/rag/embedding-models"), Some(Function::Knowledge));
+        assert_eq!(function_for("/api/v1/kb/x/documents"), Some(Function::Upload));
+        assert_eq!(function_for("/api/v1/kb/x/ingestion"), Some(Function::Knowledge));
+        assert_eq!(function_for("/api/v1/rag/collections/c/ingest"), Some(Function::Upload));
+        assert_eq!(function_for("/api/v1/rag/collections/c/info"), Some(Function::Knowledge));
+        assert_eq!(function_for("/api/v1/rag/supported-formats"), Some(Function::Upload));
         assert_eq!(function_for("/api/v1/elsewhere"), None);
         assert_eq!(function_for("/files"), None);
     }

@@ -6,6 +6,8 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// The parse function's SQS batch size, as `template.yaml` sets it.
 const PARSE_BATCH_SIZE: i32 = 5;
+/// The ingest function's SQS batch size, as `template.yaml` sets it.
+const INGEST_BATCH_SIZE: i32 = 1;
 
 fn main() -> Result<(), Error> {
     // The functions served here parse in workers that are this binary, as in Lambda.
@@ -30,6 +32,7 @@ async fn serve() -> Result<(), Error> {
         queue_urls.insert(spec.name, url);
     }
     let parse_queue_url = queue_urls.remove("sluice-parse").ok_or("the parse queue is missing")?;
+    let ingest_queue_url = queue_urls.remove("sluice-ingest").ok_or("the ingest queue is missing")?;
     let parse_queue_arn = sluice_local::resources::queue_arn(&sqs, &parse_queue_url).await?;
     sluice_local::resources::ensure_upload_notifications(
         &s3,
@@ -39,15 +42,19 @@ async fn serve() -> Result<(), Error> {
     )
     .await?;
     // The functions read their key from SLUICE_KMS_KEY_ID, as they do in AWS.
+    // The queues the functions send jobs to, as template.yaml passes them.
     let config = sluice_domain::Config::from_lookup(|name| match name {
         "SLUICE_KMS_KEY_ID" => Some(key.clone()),
+        "SLUICE_PARSE_QUEUE_URL" => Some(parse_queue_url.clone()),
+        "SLUICE_INGEST_QUEUE_URL" => Some(ingest_queue_url.clone()),
         other => std::env::var(other).ok(),
     })?;
     let database_url = std::env::var("DATABASE_URL").map_err(|_| "DATABASE_URL is missing")?;
     let db = sluice_store::Db::connect(&database_url, 16).await?;
     let blob = sluice_blob::Blob::new(s3, bucket.clone(), key.clone());
     let extractor = sluice_isolate::Extractor::current_exe(config.parse_max_memory_bytes)?;
-    let parse = Arc::new(sluice_parse::State::new(config.clone(), db.clone(), blob.clone(), extractor.clone()));
+    let parse =
+        Arc::new(sluice_parse::State::new(config.clone(), db.clone(), blob.clone(), extractor.clone(), sqs.clone()));
     let source = sluice_local::pollers::Source {
         queue_url: parse_queue_url,
         queue_arn: parse_queue_arn,
@@ -58,8 +65,19 @@ async fn serve() -> Result<(), Error> {
         let parse = parse.clone();
         async move { sluice_parse::handle(&parse, event).await }
     }));
+    let ingest = Arc::new(sluice_ingest::State::new(config.clone(), db.clone(), blob.clone(), kms.clone()));
+    let ingest_source = sluice_local::pollers::Source {
+        queue_arn: sluice_local::resources::queue_arn(&sqs, &ingest_queue_url).await?,
+        queue_url: ingest_queue_url,
+        batch_size: INGEST_BATCH_SIZE,
+        region: sdk.region().map(|r| r.to_string()).unwrap_or_else(|| "us-east-1".to_owned()),
+    };
+    tokio::spawn(sluice_local::pollers::poll(sqs.clone(), ingest_source, move |event| {
+        let ingest = ingest.clone();
+        async move { sluice_ingest::handle(&ingest, event).await }
+    }));
     // EventBridge's schedule, locally: the sweep runs every SLUICE_SWEEP_INTERVAL_SECS.
-    let sweep = sluice_sweep::State { config: config.clone(), db: db.clone(), blob: blob.clone() };
+    let sweep = sluice_sweep::State::new(config.clone(), db.clone(), blob.clone(), sqs.clone());
     let every = std::env::var("SLUICE_SWEEP_INTERVAL_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     tokio::spawn(async move {
         let mut timer = tokio::time::interval(std::time::Duration::from_secs(every));
@@ -75,7 +93,7 @@ async fn serve() -> Result<(), Error> {
     let door = sluice_local::door::Door {
         body_cap_bytes: config.request_body_cap_bytes(),
         knowledge,
-        upload: sluice_upload::AppState::new(config, db, blob, extractor),
+        upload: sluice_upload::AppState::new(config, db, blob, extractor, sqs),
         jwt_secret: sluice_local::jwt::local_secret(),
     };
     let addr = std::env::var("SLUICE_API_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());

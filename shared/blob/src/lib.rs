@@ -52,6 +52,19 @@ pub fn static_s3_client(endpoint: &str) -> aws_sdk_s3::Client {
     aws_sdk_s3::Client::from_conf(config)
 }
 
+/// An SQS client for a fixed endpoint with static credentials, for tools and tests that
+/// must not read the environment.
+pub fn static_sqs_client(endpoint: &str) -> aws_sdk_sqs::Client {
+    let config = aws_sdk_sqs::Config::builder()
+        .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+        .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new("local", "local", None, None, "static"))
+        .http_client(http_client())
+        .build();
+    aws_sdk_sqs::Client::from_conf(config)
+}
+
 /// An S3 client from the shared configuration. `SLUICE_S3_FORCE_PATH_STYLE=true` selects
 /// path-style addressing, which emulators on loopback need and AWS also serves.
 pub fn s3_client(config: &aws_config::SdkConfig) -> aws_sdk_s3::Client {

@@ -72,6 +72,30 @@ pub fn decide(caller: &Caller, base: &BaseOwnership, grant: Option<Access>) -> A
     by_scope.max(grant.unwrap_or(Access::None))
 }
 
+/// Which of the bases holding one collection name (`holders`, oldest first) a caller means,
+/// if they reach it at `at_least`: their organization's own (their personal base in it
+/// included), else the app's, else one granted to them — never a third tenant's.
+pub fn resolve_named<T>(
+    caller: &Caller,
+    holders: impl IntoIterator<Item = (T, BaseOwnership, Option<Access>)>,
+    at_least: Access,
+) -> Option<(T, Access)> {
+    let rank = |base: &BaseOwnership| match base.scope {
+        Scope::App => 1,
+        _ if base.org_id == caller.org_id => 0,
+        _ => 2,
+    };
+    holders
+        .into_iter()
+        .filter_map(|(item, base, grant)| {
+            let access = decide(caller, &base, grant);
+            (access >= at_least && access != Access::None).then_some((rank(&base), item, access))
+        })
+        // Stable: within a rank the oldest stands first.
+        .min_by_key(|(rank, _, _)| *rank)
+        .map(|(_, item, access)| (item, access))
+}
+
 /// The facts about a stored credential the visibility decision needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SecretOwnership {

@@ -26,6 +26,15 @@ pub struct Config {
     pub parse_max_memory_bytes: u64,
     /// `SLUICE_UPLOAD_INTENT_TTL_SECS`: how long a presigned upload may take to land.
     pub upload_intent_ttl_secs: u64,
+    /// `SLUICE_PARSE_QUEUE_URL`: where document jobs go to be parsed.
+    pub parse_queue_url: Option<String>,
+    /// `SLUICE_INGEST_QUEUE_URL`: where parsed documents go to be chunked and embedded.
+    pub ingest_queue_url: Option<String>,
+    /// `SLUICE_DOCUMENT_TEXT_MAX_CHARS`: the budget a knowledge-base document's text spends.
+    pub document_text_max_chars: usize,
+    /// `SLUICE_INGEST_MAX_RECEIVES`: the delivery on which a failure that might pass later
+    /// is recorded instead of retried (the ingest queue's `maxReceiveCount`).
+    pub ingest_max_receives: u32,
 }
 
 /// The multipart framing allowed on top of the larger upload ceiling.
@@ -43,6 +52,10 @@ pub const DEFAULT_PARSE_MAX_MEMORY_MB: u64 = 512;
 /// Default `SLUICE_UPLOAD_INTENT_TTL_SECS`: 15 minutes moves 50 MB over a slow 0.5 Mbit/s
 /// link, and an abandoned intent is reaped soon after.
 pub const DEFAULT_UPLOAD_INTENT_TTL_SECS: u64 = 900;
+
+/// Default `SLUICE_DOCUMENT_TEXT_MAX_CHARS`: five million characters is a 2,000-page book;
+/// a document is read up to it and the rest is left out with a note.
+pub const DEFAULT_DOCUMENT_TEXT_MAX_CHARS: usize = 5_000_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -80,7 +93,24 @@ impl Config {
             parse_max_memory_bytes: number("SLUICE_PARSE_MAX_MEMORY_MB", DEFAULT_PARSE_MAX_MEMORY_MB)?.max(16) * MIB,
             upload_intent_ttl_secs: number("SLUICE_UPLOAD_INTENT_TTL_SECS", DEFAULT_UPLOAD_INTENT_TTL_SECS)?
                 .clamp(60, 7 * 24 * 3600),
+            parse_queue_url: lookup("SLUICE_PARSE_QUEUE_URL").filter(|v| !v.is_empty()),
+            ingest_queue_url: lookup("SLUICE_INGEST_QUEUE_URL").filter(|v| !v.is_empty()),
+            document_text_max_chars: number("SLUICE_DOCUMENT_TEXT_MAX_CHARS", DEFAULT_DOCUMENT_TEXT_MAX_CHARS as u64)?
+                .max(1000) as usize,
+            ingest_max_receives: number("SLUICE_INGEST_MAX_RECEIVES", 5)?.clamp(1, 1000) as u32,
         })
+    }
+
+    /// The job queues this deployment sends to, by outbox topic.
+    pub fn job_routes(&self) -> Vec<(String, String)> {
+        let mut routes = Vec::new();
+        if let Some(url) = &self.parse_queue_url {
+            routes.push(("parse-document".to_owned(), url.clone()));
+        }
+        if let Some(url) = &self.ingest_queue_url {
+            routes.push(("ingest".to_owned(), url.clone()));
+        }
+        routes
     }
 
     /// The cap on a whole request body: the larger ceiling plus the multipart framing.

@@ -19,6 +19,11 @@ fn soffice() -> Option<PathBuf> {
         .and_then(|paths| std::env::split_paths(&paths).map(|dir| dir.join("soffice")).find(|p| p.is_file()))
 }
 
+/// Whether `.doc` files can be read here.
+pub fn available() -> bool {
+    soffice().is_some()
+}
+
 /// Converts a `.doc` to text into the budget.
 pub fn doc(bytes: &[u8], budget: &mut TextBudget, time_limit: Duration) -> Result<(), ReadError> {
     let Some(soffice) = soffice() else {

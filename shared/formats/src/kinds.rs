@@ -135,6 +135,21 @@ pub const KINDS: &[FileKind] = &[
     ),
 ];
 
+/// Whether ingestion can turn a kind into text here: documents, spreadsheets, slides, mail
+/// and text — not images or archives, and `.doc` only where LibreOffice is installed.
+pub fn ingestible(kind: &FileKind) -> bool {
+    match kind.file_type {
+        FileType::Image | FileType::Archive => false,
+        _ if kind.extension == "doc" => crate::doc::available(),
+        _ => true,
+    }
+}
+
+/// The extensions ingestion can route, as `GET /rag/supported-formats` answers them.
+pub fn ingestible_extensions() -> Vec<&'static str> {
+    KINDS.iter().filter(|k| ingestible(k)).map(|k| k.extension).collect()
+}
+
 /// The kind a filename's extension names, if it is on the allowlist (case-insensitive).
 pub fn kind_for_filename(filename: &str) -> Option<&'static FileKind> {
     let lower = filename.to_ascii_lowercase();

@@ -27,4 +27,4 @@ mod extract;
 
 pub use check::{Accepted, Refusal, RefusalCode, check_declared, check_upload};
 pub use extract::{DEFAULT_TIME_LIMIT, ExtractOptions, Extraction, PREVIEW_MAX_CHARS, extract, preview};
-pub use kinds::{FileKind, FileType, kind_for_filename};
+pub use kinds::{FileKind, FileType, ingestible, ingestible_extensions, kind_for_filename};

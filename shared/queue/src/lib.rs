@@ -2,6 +2,7 @@
 //! contract of an SQS event source with `ReportBatchItemFailures` — every message judged on
 //! its own, and only the ones that should be delivered again reported.
 
+pub mod jobs;
 pub mod s3;
 
 pub use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};

@@ -78,6 +78,16 @@ CREATE TABLE rag_documents (
     storage_path         text,
     source_path          text,
     organizational_unit  text CHECK (organizational_unit IS NULL OR organizational_unit <> ''),
+    -- Where it came from (`upload`), its parsed type, and its own date: the filter
+    -- dimensions every chunk is stamped with.
+    source               text NOT NULL DEFAULT 'upload',
+    document_date        date NOT NULL DEFAULT CURRENT_DATE,
+    mime_type            text,
+    content_hash         text,
+    -- The chunking this document was accepted with (the base's, merged with the upload's
+    -- override), so a queued run is not changed by a later edit of the base.
+    ingestion_config     jsonb NOT NULL DEFAULT '{}',
+    parsed_path          text,
     created_at           timestamptz NOT NULL DEFAULT now(),
     completed_at         timestamptz
 );

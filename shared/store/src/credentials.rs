@@ -189,6 +189,14 @@ impl Db {
         Ok(())
     }
 
+    pub async fn embedding_endpoint(&self, id: Uuid) -> Result<Option<EmbeddingEndpoint>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(&format!("SELECT {ENDPOINT_COLUMNS} FROM embedding_endpoints WHERE id = $1"), &[&id])
+            .await?;
+        Ok(row.as_ref().map(endpoint))
+    }
+
     /// The services a caller may name: the deployment's and their organization's.
     pub async fn visible_embedding_endpoints(&self, org: Option<Uuid>) -> Result<Vec<EmbeddingEndpoint>, StoreError> {
         let client = self.client().await?;

@@ -3,6 +3,7 @@
 mod chat_files;
 mod collections;
 mod credentials;
+mod documents;
 mod knowledge;
 mod migrate;
 mod vectors;
@@ -10,6 +11,7 @@ mod vectors;
 pub use chat_files::{ChatFile, LandedFile, NewChatFile, NewUploadIntent};
 pub use collections::{CollectionCounts, TEARDOWN_TOPIC, TeardownQueued};
 pub use credentials::{EmbeddingEndpoint, SealedValue, SecretMeta};
+pub use documents::{Accepted, ChunkRow, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, WriteOutcome};
 pub use knowledge::{Claim, Claimant, GrantedBase, KnowledgeBase};
 pub use vectors::{VECTOR_TABLE_COMMENT, VectorTableError, vector_table_ddl};
 

@@ -1,0 +1,225 @@
+//! The `ingest` function: for each document job, chunk the parsed text under the
+//! document's chunking, embed the chunks in batches through the collection's provider with
+//! its resolved key, and write them with the completed row in one transaction that holds
+//! the base's row. A document's own failure is recorded on its row as `stage: Type: advice`
+//! and acknowledged; a failure that may pass later is retried by SQS until the last
+//! delivery (`SLUICE_INGEST_MAX_RECEIVES`), where it is recorded instead, so no document is
+//! left `processing`.
+
+mod error;
+
+pub use error::IngestError;
+
+use sluice_blob::{Blob, BlobError};
+use sluice_chunk::chunk;
+use sluice_domain::Config;
+use sluice_domain::catalog;
+use sluice_domain::ingestion::IngestionConfig;
+use sluice_embed::client::{RetryPolicy, Target, embed};
+use sluice_embed::credentials::{KeyResolution, resolve_key};
+use sluice_queue::SqsBatchResponse;
+use sluice_queue::jobs::{DocumentJob, receive_count};
+use sluice_store::{ChunkRow, Db, Document, KnowledgeBase, WriteOutcome};
+use sluice_vault::Vault;
+
+/// Chunks sent to the provider per request.
+pub const EMBED_BATCH: usize = 64;
+
+/// Everything a batch needs, built once per cold start.
+#[derive(Debug, Clone)]
+pub struct State {
+    pub config: Config,
+    pub db: Db,
+    pub blob: Blob,
+    pub vault: Vault,
+    pub http: reqwest::Client,
+    pub retry: RetryPolicy,
+}
+
+impl State {
+    pub fn new(config: Config, db: Db, blob: Blob, kms: aws_sdk_kms::Client) -> Self {
+        let vault = Vault::new(kms, config.kms_key_id.clone());
+        Self { config, db, blob, vault, http: sluice_embed::http_client(), retry: retry_policy_from_env() }
+    }
+
+    pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        let config = Config::from_env()?;
+        let db = Db::connect_from_env(4).await?;
+        let sdk = sluice_blob::sdk_config().await;
+        let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
+        Ok(Self::new(config, db, blob, aws_sdk_kms::Client::new(&sdk)))
+    }
+}
+
+/// `RetryPolicy::default()`, unless `SLUICE_EMBED_RETRY_ATTEMPTS` or
+/// `SLUICE_EMBED_RETRY_FIRST_DELAY_MS` say otherwise (the test stack shortens both).
+fn retry_policy_from_env() -> RetryPolicy {
+    let number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let mut policy = RetryPolicy::default();
+    if let Some(attempts) = number("SLUICE_EMBED_RETRY_ATTEMPTS") {
+        policy.attempts = u32::try_from(attempts.clamp(1, 20)).unwrap_or(1);
+    }
+    if let Some(ms) = number("SLUICE_EMBED_RETRY_FIRST_DELAY_MS") {
+        policy.first_delay = std::time::Duration::from_millis(ms);
+    }
+    policy
+}
+
+/// Handles one SQS batch; only messages that should be delivered again are reported.
+pub async fn handle(state: &State, event: sluice_queue::SqsEvent) -> SqsBatchResponse {
+    // One document at a time: each embeds in batches and holds a connection to write.
+    sluice_queue::run_batch(event, 1, |message| async move {
+        let deliveries = receive_count(&message);
+        let job: DocumentJob =
+            serde_json::from_str(message.body.as_deref().unwrap_or_default()).map_err(|_| IngestError::Undecodable)?;
+        ingest(state, job, deliveries).await
+    })
+    .await
+}
+
+/// A failure recorded on the row: the stage, the type and what to do.
+fn failure(stage: &str, kind: &str, advice: &str) -> String {
+    format!("{stage}: {kind}: {advice}")
+}
+
+async fn fail(state: &State, document: &Document, message: &str) -> Result<(), IngestError> {
+    if state.db.fail_document(document.id, message).await? {
+        tracing::info!(id = %document.id, message, "document failed");
+    }
+    Ok(())
+}
+
+/// Ingests one document; `deliveries` is how many times SQS has handed this job over.
+pub async fn ingest(state: &State, job: DocumentJob, deliveries: u32) -> Result<(), IngestError> {
+    let Some(document) = state.db.document(job.document_id).await? else {
+        tracing::info!(id = %job.document_id, "document deleted before ingesting; nothing written");
+        return Ok(());
+    };
+    if document.status != "processing" {
+        return Ok(());
+    }
+    let last_delivery = deliveries >= state.config.ingest_max_receives;
+    match attempt(state, &document).await {
+        Ok(()) => Ok(()),
+        Err(Attempt::Failed(message)) => fail(state, &document, &message).await,
+        Err(Attempt::Transient(error)) if last_delivery => {
+            tracing::warn!(id = %document.id, error = %error, "last delivery failed; recorded");
+            let message = match &error {
+                IngestError::Embed(e) => failure("embed", e.type_name(), e.advice()),
+                _ => {
+                    failure("ingest", "ServiceUnavailable", "a storage service kept failing; retry the document later")
+                }
+            };
+            fail(state, &document, &message).await
+        }
+        Err(Attempt::Transient(error)) => Err(error),
+    }
+}
+
+/// How one attempt ended short of success.
+enum Attempt {
+    /// The document's own failure: recorded, not retried.
+    Failed(String),
+    Transient(IngestError),
+}
+
+impl<E: Into<IngestError>> From<E> for Attempt {
+    fn from(error: E) -> Self {
+        Self::Transient(error.into())
+    }
+}
+
+async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
+    let Some(kb_id) = document.kb_id else {
+        return Err(Attempt::Failed(failure("ingest", "KnowledgeBaseDeleted", "the knowledge base was deleted")));
+    };
+    let Some(held) = state.db.knowledge_base(kb_id, uuid::Uuid::nil()).await? else {
+        tracing::info!(id = %document.id, "base deleted before ingesting; nothing written");
+        return Ok(());
+    };
+    let base = held.base;
+    let text = match &document.parsed_path {
+        Some(path) => match state.blob.get(path, u64::MAX).await {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(BlobError::NotFound) => {
+                return Err(Attempt::Failed(failure("ingest", "ParsedTextMissing", "retry the document")));
+            }
+            Err(error) => return Err(error.into()),
+        },
+        None => return Err(Attempt::Failed(failure("ingest", "NotParsed", "retry the document"))),
+    };
+    let config = IngestionConfig::from_stored(Some(&document.ingestion_config)).unwrap_or_default();
+    let chunks: Vec<_> = chunk(&text, &config).into_iter().filter(|c| !c.text.trim().is_empty()).collect();
+    for oversize in chunks.iter().filter(|c| c.oversize) {
+        tracing::warn!(id = %document.id, chars = oversize.text.chars().count(), size = config.chunk_size,
+            "a piece with no separator left is over chunk_size; kept whole");
+    }
+    let target = target(state, &base).await?;
+    let mut rows = Vec::with_capacity(chunks.len());
+    for batch in chunks.chunks(EMBED_BATCH) {
+        let texts: Vec<String> = batch.iter().map(|c| c.text.clone()).collect();
+        let vectors = match embed(&state.http, &target, &texts, state.retry).await {
+            Ok(vectors) => vectors,
+            Err(error) if error.is_transient() => return Err(Attempt::Transient(error.into())),
+            Err(error) => return Err(Attempt::Failed(failure("embed", error.type_name(), error.advice()))),
+        };
+        for (piece, embedding) in batch.iter().zip(vectors) {
+            rows.push(ChunkRow {
+                chunk_index: i32::try_from(rows.len()).unwrap_or(i32::MAX),
+                content: piece.text.replace('\0', ""),
+                content_hash: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(piece.text.as_bytes())),
+                metadata: serde_json::json!({"start": piece.start, "end": piece.end}),
+                embedding,
+            });
+        }
+    }
+    state.db.ensure_vector_table(&base.collection_name, base.embedding_dim).await?;
+    match state.db.write_chunks(document, &rows).await? {
+        WriteOutcome::Written(count) => {
+            tracing::info!(id = %document.id, chunks = count, collection = %base.collection_name, "document indexed");
+            Ok(())
+        }
+        WriteOutcome::Reserved => Err(Attempt::Failed(failure(
+            "ingest",
+            "CollectionReserved",
+            "the collection is being torn down; upload the document again once it is recreated",
+        ))),
+        outcome => {
+            tracing::info!(id = %document.id, ?outcome, "nothing written");
+            Ok(())
+        }
+    }
+}
+
+/// Where the base embeds and with whose key; `Failed` when it cannot (no key, no service).
+async fn target(state: &State, base: &KnowledgeBase) -> Result<Target, Attempt> {
+    let Some(provider) = catalog::provider(&base.embedding_provider) else {
+        return Err(Attempt::Failed(failure("embed", "UnknownProvider", "move the collection to a catalog provider")));
+    };
+    let dimensions = usize::try_from(base.embedding_dim).unwrap_or_default();
+    let (base_url, api_key) = match resolve_key(&state.db, &state.vault, base).await? {
+        KeyResolution::Keyless => {
+            let endpoint = match base.embedding_endpoint_id {
+                Some(id) => state.db.embedding_endpoint(id).await?,
+                None => None,
+            };
+            let Some(endpoint) = endpoint else {
+                return Err(Attempt::Failed(failure(
+                    "embed",
+                    "NoLocalService",
+                    &format!(
+                        "collection {} names no registered {} service; choose one (PATCH /kb/{})",
+                        base.collection_name, provider.id, base.id
+                    ),
+                )));
+            };
+            (endpoint.base_url, None)
+        }
+        KeyResolution::Key(key) => {
+            let url = base.embedding_base_url.clone().or_else(|| provider.base_url.clone()).unwrap_or_default();
+            (url, Some(key))
+        }
+        KeyResolution::NoKey(why) => return Err(Attempt::Failed(format!("embed: NoKey: {}", why.refusal(base)))),
+    };
+    Ok(Target { base_url, model: base.embedding_model.clone(), dimensions, api_key })
+}

@@ -1,0 +1,89 @@
+//! Knowledge-base documents: a `parse-document` job names a tracking row; its stored
+//! original is read in a worker under the deployment's document budget, the text goes to
+//! `parsed/{document_id}` under SSE-KMS, and the `ingest` job is sent. A document that
+//! cannot be read is failed on its row with the stage, the type and advice; the message is
+//! acknowledged. A redelivered job re-parses and re-sends, which ingest takes once.
+
+use crate::{ParseError, State};
+use sluice_blob::BlobError;
+use sluice_formats::ExtractOptions;
+use sluice_queue::jobs::DocumentJob;
+use sluice_store::Document;
+
+/// Where a document's parsed text is kept.
+pub fn parsed_key(document: &Document) -> String {
+    format!("parsed/{}", document.id)
+}
+
+async fn fail(state: &State, document: &Document, kind: &str, advice: &str) -> Result<(), ParseError> {
+    let message = format!("parse: {kind}: {advice}");
+    if state.db.fail_document(document.id, &message).await? {
+        tracing::info!(id = %document.id, message, "document failed");
+    }
+    Ok(())
+}
+
+pub async fn parse_document(state: &State, job: DocumentJob) -> Result<(), ParseError> {
+    let Some(document) = state.db.document(job.document_id).await? else {
+        tracing::info!(id = %job.document_id, "document deleted before parsing; nothing to do");
+        return Ok(());
+    };
+    if document.status != "processing" {
+        return Ok(());
+    }
+    let Some(key) = document.storage_path.clone() else {
+        return fail(state, &document, "NoOriginal", "the document has no stored original; upload it again").await;
+    };
+    let limit = u64::try_from(document.filesize).unwrap_or_default();
+    let bytes = match state.blob.get(&key, limit).await {
+        Ok(bytes) => bytes,
+        Err(BlobError::NotFound) => {
+            return fail(state, &document, "OriginalMissing", "the stored original is gone; upload the document again")
+                .await;
+        }
+        Err(BlobError::TooLarge { .. }) => {
+            return fail(
+                state,
+                &document,
+                "OriginalChanged",
+                "the stored original is not the one uploaded; upload again",
+            )
+            .await;
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let Some(kind) = sluice_formats::kind_for_filename(&document.filename) else {
+        return fail(state, &document, "UnsupportedFormat", "ingestion cannot read this format").await;
+    };
+    let (extractor, max_chars) = (state.extractor.clone(), state.config.document_text_max_chars);
+    let extracted = state
+        .pool
+        .run(move || extractor.extract(kind, &bytes, &ExtractOptions::new(max_chars)))
+        .await
+        .map_err(|_| ParseError::Blocking)??;
+    let extraction = match extracted {
+        Ok(extraction) => extraction,
+        Err(refusal) => {
+            let advice = format!("{}; upload a file that is what its name says", refusal.message);
+            return fail(state, &document, refusal.code.as_str(), &advice).await;
+        }
+    };
+    let Some(text) = extraction.text.filter(|t| !t.trim().is_empty()) else {
+        let why = extraction.unreadable.unwrap_or_else(|| "the document holds no text".to_owned());
+        let advice = format!("{why}; upload a version with a text layer");
+        return fail(state, &document, "UnreadableDocument", &advice).await;
+    };
+    if extraction.truncated {
+        tracing::warn!(id = %document.id, max_chars, "document text cut at the budget");
+    }
+    let parsed = parsed_key(&document);
+    state.blob.put_encrypted(&parsed, bytes::Bytes::from(text), "text/plain; charset=utf-8").await?;
+    state.db.set_parsed_path(document.id, &parsed).await?;
+    state
+        .dispatcher
+        .send("ingest", &serde_json::json!({"document_id": document.id}))
+        .await
+        .map_err(|e| ParseError::Dispatch(e.to_string()))?;
+    tracing::info!(id = %document.id, "document parsed; ingest queued");
+    Ok(())
+}

@@ -1,0 +1,216 @@
+//! Knowledge-base documents: `POST /kb/{kb_id}/documents` and
+//! `POST /rag/collections/{name}/ingest`. Before anything is stored: write access to the
+//! base, the teardown reservation, a format ingestion can route, bytes that are what the
+//! name says, and the upload's chunking override merged onto the base's and judged as a
+//! whole. Then the original is stored, the tracking row and its outbox row are committed
+//! together, and the parse job is sent after the commit (the sweep re-sends it if that
+//! send fails). The answer is `202` with every field of `RAGIngestResponse`.
+
+use crate::multipart::read_form;
+use crate::{AppState, UploadError};
+use bytes::Bytes;
+use lambda_http::{Body, Request, Response};
+use serde_json::json;
+use sha2::Digest;
+use sluice_domain::access::{self, Access};
+use sluice_domain::ingestion::IngestionConfig;
+use sluice_domain::{Caller, safe_filename};
+use sluice_store::{Accepted, Document, KnowledgeBase, PARSE_DOCUMENT_TOPIC};
+use sluice_web::json_response;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// The longest `organizational_unit` accepted.
+const MAX_UNIT_CHARS: usize = 200;
+
+/// Which base an upload names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Base(Uuid),
+    Collection(String),
+}
+
+/// The base the caller may write, or exactly "Collection not found".
+async fn writable_base(state: &AppState, caller: &Caller, target: &Target) -> Result<KnowledgeBase, UploadError> {
+    let not_found = || UploadError::NotFound("collection");
+    match target {
+        Target::Base(id) => {
+            let held = state.db.knowledge_base(*id, caller.user_id).await?.ok_or_else(not_found)?;
+            match access::decide(caller, &held.base.ownership(), held.grant) {
+                Access::Edit => Ok(held.base),
+                _ => Err(not_found()),
+            }
+        }
+        Target::Collection(name) => {
+            let holders = state.db.bases_named(name, caller.user_id).await?.into_iter().map(|held| {
+                let ownership = held.base.ownership();
+                (held.base, ownership, held.grant)
+            });
+            access::resolve_named(caller, holders, Access::Edit).map(|(base, _)| base).ok_or_else(not_found)
+        }
+    }
+}
+
+/// `POST /kb/{kb_id}/documents` and `POST /rag/collections/{name}/ingest`.
+pub async fn ingest(
+    state: &AppState,
+    caller: &Caller,
+    target: Target,
+    request: Request,
+) -> Result<Response<Body>, UploadError> {
+    let base = writable_base(state, caller, &target).await?;
+    if state.db.teardown_reserved(&base.collection_name).await? {
+        return Err(reserved());
+    }
+    let content_type = request.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let body = match request.into_body() {
+        Body::Binary(bytes) => Bytes::from(bytes),
+        Body::Text(text) => Bytes::from(text),
+        _ => Bytes::new(),
+    };
+    let limit = state.config.max_upload_bytes;
+    let (file, fields) = read_form(content_type.as_deref(), body, limit, &["ingestion", "organizational_unit"])
+        .await
+        .map_err(|error| match error {
+        UploadError::TooLarge { limit_bytes } => UploadError::DocumentTooLarge { limit_bytes },
+        other => other,
+    })?;
+
+    let kind = sluice_formats::kind_for_filename(&file.filename).filter(|k| sluice_formats::ingestible(k));
+    if kind.is_none() {
+        return Err(UploadError::Refused(sluice_formats::Refusal {
+            code: sluice_formats::RefusalCode::ExtensionNotAllowed,
+            message: format!(
+                "{:?} is not a format ingestion can read; GET /rag/supported-formats lists them",
+                file.filename
+            ),
+        }));
+    }
+    let accepted = sluice_formats::check_upload(&file.filename, file.declared_mime.as_deref(), &file.bytes)
+        .map_err(UploadError::Refused)?;
+    let config = chunking(&base, fields.get("ingestion"))?;
+    let unit = organizational_unit(fields.get("organizational_unit"))?;
+
+    let id = Uuid::new_v4();
+    let storage_path = format!("documents/{}/{}/{}", base.id, id.simple(), safe_filename(&file.filename));
+    let document = Document {
+        id,
+        collection_name: base.collection_name.clone(),
+        kb_id: Some(base.id),
+        org_id: base.org_id,
+        owner_id: Some(caller.user_id),
+        filename: file.filename.clone(),
+        filesize: file.bytes.len() as i64,
+        filetype: accepted.kind.extension.to_owned(),
+        mime_type: Some(accepted.canonical_mime().to_owned()),
+        status: "processing".to_owned(),
+        error_message: None,
+        vector_document_id: None,
+        chunk_count: 0,
+        storage_path: Some(storage_path.clone()),
+        parsed_path: None,
+        organizational_unit: unit,
+        source: "upload".to_owned(),
+        document_date: OffsetDateTime::now_utc().date(),
+        content_hash: Some(hex::encode(sha2::Sha256::digest(&file.bytes))),
+        ingestion_config: config.to_value(),
+        created_at: OffsetDateTime::now_utc(),
+        completed_at: None,
+    };
+    let outbox_id = store_and_accept(state, &document, file.bytes, accepted.canonical_mime()).await?;
+    // After the commit: a failed send is the sweep's to repeat, never the caller's problem.
+    let job = json!({"document_id": id});
+    match state.dispatcher.send(PARSE_DOCUMENT_TOPIC, &job).await {
+        Ok(()) => {
+            if let Err(error) = state.db.mark_dispatched(outbox_id).await {
+                tracing::warn!(error = %error, %id, "sent but not marked; the sweep may send it again");
+            }
+        }
+        Err(error) => tracing::warn!(error = %error, %id, "parse job not sent; the sweep will send it"),
+    }
+    Ok(json_response(
+        202,
+        &json!({
+            "status": "processing",
+            "tracking_id": id,
+            "document_id": null,
+            "filename": document.filename,
+            "collection_name": base.collection_name,
+            "kb_id": base.id,
+            "message": "the document is being processed; GET /kb/{kb_id}/ingestion reports when it is indexed",
+        }),
+    ))
+}
+
+fn reserved() -> UploadError {
+    UploadError::Conflict {
+        field: "collection_name",
+        message: "the collection is being torn down; upload again once it is recreated".to_owned(),
+    }
+}
+
+/// The base's chunking with the upload's override merged on, judged as a whole.
+fn chunking(base: &KnowledgeBase, override_json: Option<&String>) -> Result<IngestionConfig, UploadError> {
+    let base_config = IngestionConfig::from_stored(base.ingestion_config.as_ref()).unwrap_or_default();
+    let Some(text) = override_json.filter(|t| !t.trim().is_empty()) else { return Ok(base_config) };
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|_| UploadError::invalid("ingestion", "ingestion must be a JSON object"))?;
+    IngestionConfig::merged(base_config, &value)
+        .map_err(|e| UploadError::InvalidFields { message: e.message(), fields: e.fields })
+}
+
+/// The form's unit: trimmed; blank is none.
+fn organizational_unit(value: Option<&String>) -> Result<Option<String>, UploadError> {
+    let Some(unit) = value.map(|v| v.trim()).filter(|v| !v.is_empty()) else { return Ok(None) };
+    if unit.chars().count() > MAX_UNIT_CHARS || unit.chars().any(char::is_control) {
+        return Err(UploadError::invalid(
+            "organizational_unit",
+            format!("at most {MAX_UNIT_CHARS} printable characters"),
+        ));
+    }
+    Ok(Some(unit.to_owned()))
+}
+
+/// Stores the original, then commits the row with its outbox row; undoes the object when
+/// the row cannot be written. Runs as one unit that outlives a cancelled request.
+async fn store_and_accept(
+    state: &AppState,
+    document: &Document,
+    bytes: Bytes,
+    mime: &str,
+) -> Result<Uuid, UploadError> {
+    let (db, blob, document, mime) = (state.db.clone(), state.blob.clone(), document.clone(), mime.to_owned());
+    let unit = tokio::spawn(async move {
+        let key = document.storage_path.clone().unwrap_or_default();
+        blob.put_encrypted(&key, bytes, &mime).await?;
+        let outcome = db.accept_document(&document).await;
+        let undo = || async {
+            if let Err(cleanup) = blob.delete(&key).await {
+                tracing::error!(error = ?cleanup, key, "could not remove an unrecorded document");
+            }
+        };
+        match outcome {
+            Ok(Accepted::Recorded { outbox_id }) => Ok(outbox_id),
+            Ok(Accepted::BaseGone) => {
+                undo().await;
+                Err(UploadError::NotFound("collection"))
+            }
+            Ok(Accepted::Reserved) => {
+                undo().await;
+                Err(reserved())
+            }
+            Err(error) => {
+                undo().await;
+                Err(UploadError::from(error))
+            }
+        }
+    });
+    unit.await.map_err(|_| UploadError::Blocking)?
+}
+
+/// `GET /rag/supported-formats`: exactly what ingestion can route here.
+pub fn supported_formats() -> Response<Body> {
+    let extensions: Vec<String> =
+        sluice_formats::ingestible_extensions().into_iter().map(|e| format!(".{e}")).collect();
+    json_response(200, &json!({ "formats": extensions }))
+}

@@ -1,0 +1,57 @@
+//! The messages Sluice sends itself, and how they are sent: a job is written to the outbox
+//! with the rows it concerns, sent after the commit, and marked sent; the sweep re-sends
+//! what stayed unsent.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// "Work on this document": parse it (topic `parse-document`) or ingest it (`ingest`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DocumentJob {
+    pub document_id: Uuid,
+}
+
+/// The topics and the queues they go to.
+#[derive(Debug, Clone)]
+pub struct Dispatcher {
+    sqs: aws_sdk_sqs::Client,
+    routes: Vec<(String, String)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error("no queue is configured for topic {0}")]
+    NoRoute(String),
+    #[error("the queue did not take the message")]
+    Send(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl Dispatcher {
+    /// `routes` pairs a topic with its queue URL.
+    pub fn new(sqs: aws_sdk_sqs::Client, routes: Vec<(String, String)>) -> Self {
+        Self { sqs, routes }
+    }
+
+    /// Sends `payload` to the queue of `topic`.
+    pub async fn send(&self, topic: &str, payload: &serde_json::Value) -> Result<(), DispatchError> {
+        let url = self
+            .routes
+            .iter()
+            .find(|(t, _)| t == topic)
+            .map(|(_, url)| url)
+            .ok_or_else(|| DispatchError::NoRoute(topic.to_owned()))?;
+        self.sqs
+            .send_message()
+            .queue_url(url)
+            .message_body(payload.to_string())
+            .send()
+            .await
+            .map_err(|e| DispatchError::Send(Box::new(e)))?;
+        Ok(())
+    }
+}
+
+/// How many times SQS has delivered `message` (1 on the first delivery).
+pub fn receive_count(message: &aws_lambda_events::event::sqs::SqsMessage) -> u32 {
+    message.attributes.get("ApproximateReceiveCount").and_then(|v| v.parse().ok()).unwrap_or(1)
+}

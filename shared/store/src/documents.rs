@@ -1,0 +1,300 @@
+//! Ingested documents: the tracking row written with its outbox row before any work, the
+//! chunks written in one transaction that holds the base's row, and the outbox itself.
+
+use crate::collections::teardown_reserved;
+use crate::vectors::vector_width;
+use crate::{Db, StoreError};
+use sluice_domain::collection::vector_table;
+use time::{Date, OffsetDateTime};
+use tokio_postgres::Row;
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::Type;
+use uuid::Uuid;
+
+/// A tracking row (the seed's "Document tracking").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    pub id: Uuid,
+    pub collection_name: String,
+    pub kb_id: Option<Uuid>,
+    pub org_id: Option<Uuid>,
+    pub owner_id: Option<Uuid>,
+    pub filename: String,
+    pub filesize: i64,
+    pub filetype: String,
+    pub mime_type: Option<String>,
+    pub status: String,
+    pub error_message: Option<String>,
+    pub vector_document_id: Option<Uuid>,
+    pub chunk_count: i32,
+    pub storage_path: Option<String>,
+    pub parsed_path: Option<String>,
+    pub organizational_unit: Option<String>,
+    pub source: String,
+    pub document_date: Date,
+    pub content_hash: Option<String>,
+    pub ingestion_config: serde_json::Value,
+    pub created_at: OffsetDateTime,
+    pub completed_at: Option<OffsetDateTime>,
+}
+
+const DOCUMENT_COLUMNS: &str = "id, collection_name, kb_id, org_id, owner_id, filename, filesize, filetype, \
+    mime_type, status, error_message, vector_document_id, chunk_count, storage_path, parsed_path, \
+    organizational_unit, source, document_date, content_hash, ingestion_config, created_at, completed_at";
+
+fn document(row: &Row) -> Document {
+    Document {
+        id: row.get("id"),
+        collection_name: row.get("collection_name"),
+        kb_id: row.get("kb_id"),
+        org_id: row.get("org_id"),
+        owner_id: row.get("owner_id"),
+        filename: row.get("filename"),
+        filesize: row.get("filesize"),
+        filetype: row.get("filetype"),
+        mime_type: row.get("mime_type"),
+        status: row.get("status"),
+        error_message: row.get("error_message"),
+        vector_document_id: row.get("vector_document_id"),
+        chunk_count: row.get("chunk_count"),
+        storage_path: row.get("storage_path"),
+        parsed_path: row.get("parsed_path"),
+        organizational_unit: row.get("organizational_unit"),
+        source: row.get("source"),
+        document_date: row.get("document_date"),
+        content_hash: row.get("content_hash"),
+        ingestion_config: row.get("ingestion_config"),
+        created_at: row.get("created_at"),
+        completed_at: row.get("completed_at"),
+    }
+}
+
+/// How recording an accepted document ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Accepted {
+    /// The row and its outbox row are committed.
+    Recorded { outbox_id: Uuid },
+    /// The base was deleted meanwhile.
+    BaseGone,
+    /// The collection name is reserved for a teardown.
+    Reserved,
+}
+
+/// An outbox row not yet sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxMessage {
+    pub id: Uuid,
+    pub topic: String,
+    pub payload: serde_json::Value,
+}
+
+/// One chunk to write, with its vector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkRow {
+    pub chunk_index: i32,
+    pub content: String,
+    pub content_hash: String,
+    pub metadata: serde_json::Value,
+    pub embedding: Vec<f32>,
+}
+
+/// How a chunk write ended: only `Written` changed anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    Written(usize),
+    /// The document was deleted (or already finished) before the write: nothing written.
+    DocumentGone,
+    AlreadyDone,
+    /// The base was deleted: nothing written.
+    BaseGone,
+    /// The name is reserved for a teardown: nothing written.
+    Reserved,
+}
+
+/// The outbox topic the parse function consumes for documents.
+pub const PARSE_DOCUMENT_TOPIC: &str = "parse-document";
+
+impl Db {
+    /// Writes the tracking row and its outbox row in one transaction, holding the base's row
+    /// so a concurrent delete waits, and refusing a name reserved for a teardown.
+    pub async fn accept_document(&self, new: &Document) -> Result<Accepted, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        if tx.query_opt("SELECT 1 FROM knowledge_bases WHERE id = $1 FOR SHARE", &[&new.kb_id]).await?.is_none() {
+            return Ok(Accepted::BaseGone);
+        }
+        if teardown_reserved(&tx, &new.collection_name).await? {
+            return Ok(Accepted::Reserved);
+        }
+        tx.execute(
+            "INSERT INTO rag_documents (id, collection_name, kb_id, org_id, owner_id, filename, filesize, filetype, \
+             mime_type, status, storage_path, organizational_unit, source, document_date, content_hash, ingestion_config) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'processing', $10, $11, $12, $13, $14, $15)",
+            &[
+                &new.id,
+                &new.collection_name,
+                &new.kb_id,
+                &new.org_id,
+                &new.owner_id,
+                &new.filename,
+                &new.filesize,
+                &new.filetype,
+                &new.mime_type,
+                &new.storage_path,
+                &new.organizational_unit,
+                &new.source,
+                &new.document_date,
+                &new.content_hash,
+                &new.ingestion_config,
+            ],
+        )
+        .await?;
+        let outbox_id = Uuid::new_v4();
+        tx.execute(
+            "INSERT INTO outbox (id, topic, payload) VALUES ($1, $2, $3)",
+            &[&outbox_id, &PARSE_DOCUMENT_TOPIC, &serde_json::json!({"document_id": new.id})],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Accepted::Recorded { outbox_id })
+    }
+
+    pub async fn document(&self, id: Uuid) -> Result<Option<Document>, StoreError> {
+        let client = self.client().await?;
+        let row =
+            client.query_opt(&format!("SELECT {DOCUMENT_COLUMNS} FROM rag_documents WHERE id = $1"), &[&id]).await?;
+        Ok(row.as_ref().map(document))
+    }
+
+    /// Records where the parsed text is.
+    pub async fn set_parsed_path(&self, id: Uuid, path: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client.execute("UPDATE rag_documents SET parsed_path = $2 WHERE id = $1", &[&id, &path]).await?;
+        Ok(())
+    }
+
+    /// Fails a document still `processing`; the first failure recorded is kept.
+    pub async fn fail_document(&self, id: Uuid, message: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let changed = client
+            .execute(
+                "UPDATE rag_documents SET status = 'error', error_message = $2, completed_at = now() \
+                 WHERE id = $1 AND status = 'processing'",
+                &[&id, &message],
+            )
+            .await?;
+        Ok(changed == 1)
+    }
+
+    /// Writes a document's chunks and completes its row, all or nothing, in one transaction
+    /// that holds the base's row (a delete of the base waits for it, or it finds the base
+    /// gone) and the document's row (likewise). Chunks an earlier attempt wrote are replaced,
+    /// so a redelivered message never duplicates a chunk. The table must exist.
+    pub async fn write_chunks(&self, doc: &Document, chunks: &[ChunkRow]) -> Result<WriteOutcome, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        if tx.query_opt("SELECT 1 FROM knowledge_bases WHERE id = $1 FOR SHARE", &[&doc.kb_id]).await?.is_none() {
+            return Ok(WriteOutcome::BaseGone);
+        }
+        if teardown_reserved(&tx, &doc.collection_name).await? {
+            return Ok(WriteOutcome::Reserved);
+        }
+        let status: Option<String> = tx
+            .query_opt("SELECT status FROM rag_documents WHERE id = $1 FOR UPDATE", &[&doc.id])
+            .await?
+            .map(|r| r.get(0));
+        match status.as_deref() {
+            None => return Ok(WriteOutcome::DocumentGone),
+            Some("processing") => {}
+            Some(_) => return Ok(WriteOutcome::AlreadyDone),
+        }
+        if vector_width(&tx, &doc.collection_name).await?.is_none() {
+            return Ok(WriteOutcome::BaseGone);
+        }
+        let table = vector_table(&doc.collection_name);
+        tx.execute(&format!("DELETE FROM {table} WHERE document_id = $1"), &[&doc.id]).await?;
+        let vector_type = tx.prepare("SELECT $1::vector").await?.params()[0].clone();
+        let sink = tx
+            .copy_in(&format!(
+                "COPY {table} (id, kb_id, org_id, document_id, chunk_index, content, metadata, source, document_type, \
+                 organizational_unit, document_date, source_path, filename, content_hash, embedding) FROM STDIN BINARY"
+            ))
+            .await?;
+        let types = [
+            Type::UUID,
+            Type::UUID,
+            Type::UUID,
+            Type::UUID,
+            Type::INT4,
+            Type::TEXT,
+            Type::JSONB,
+            Type::TEXT,
+            Type::TEXT,
+            Type::TEXT,
+            Type::DATE,
+            Type::TEXT,
+            Type::TEXT,
+            Type::TEXT,
+            vector_type,
+        ];
+        let writer = BinaryCopyInWriter::new(sink, &types);
+        futures_util::pin_mut!(writer);
+        let source_path: Option<String> = None;
+        for chunk in chunks {
+            let embedding = pgvector::Vector::from(chunk.embedding.clone());
+            writer
+                .as_mut()
+                .write(&[
+                    &Uuid::new_v4(),
+                    &doc.kb_id,
+                    &doc.org_id,
+                    &doc.id,
+                    &chunk.chunk_index,
+                    &chunk.content,
+                    &chunk.metadata,
+                    &doc.source,
+                    &doc.filetype,
+                    &doc.organizational_unit,
+                    &doc.document_date,
+                    &source_path,
+                    &doc.filename,
+                    &chunk.content_hash,
+                    &embedding,
+                ])
+                .await?;
+        }
+        let written = writer.finish().await?;
+        let count = i32::try_from(written).unwrap_or(i32::MAX);
+        tx.execute(
+            "UPDATE rag_documents SET status = 'done', chunk_count = $2, vector_document_id = id, \
+             error_message = NULL, completed_at = now() WHERE id = $1",
+            &[&doc.id, &count],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(WriteOutcome::Written(usize::try_from(written).unwrap_or(usize::MAX)))
+    }
+
+    /// Outbox rows not sent `older_than` after they were written.
+    pub async fn undispatched(&self, older_than: std::time::Duration) -> Result<Vec<OutboxMessage>, StoreError> {
+        let client = self.client().await?;
+        let seconds = older_than.as_secs_f64();
+        let rows = client
+            .query(
+                "SELECT id, topic, payload FROM outbox WHERE dispatched_at IS NULL \
+                 AND created_at < now() - make_interval(secs => $1) ORDER BY created_at LIMIT 500",
+                &[&seconds],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| OutboxMessage { id: r.get("id"), topic: r.get("topic"), payload: r.get("payload") })
+            .collect())
+    }
+
+    pub async fn mark_dispatched(&self, id: Uuid) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client.execute("UPDATE outbox SET dispatched_at = now() WHERE id = $1", &[&id]).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,388 @@
+//! Knowledge-base documents on the running stack, through upload → parse → ingest with the
+//! real local embedding service: every format becomes vectors a query in other words finds;
+//! refusals store nothing; provider faults end as recorded failures, never `processing`.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use sluice_e2e::stub::{Scripted, StubProvider};
+use sluice_e2e::{Stack, User, file_form};
+use sluice_formats::fixtures;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+async fn base_with(stack: &Stack, user: &User, endpoint: Option<&str>) -> Value {
+    let mut body = json!({"name": "Handbook", "scope": "personal", "embedding_provider": "local",
+        "embedding_model": "all-minilm-l6-v2"});
+    if let Some(endpoint) = endpoint {
+        body["embedding_endpoint_id"] = endpoint.into();
+    }
+    let (status, base) = stack.call_json(user, Method::POST, "/kb", Some(body)).await;
+    assert_eq!(status, 201, "{base}");
+    base
+}
+
+async fn upload(stack: &Stack, user: &User, path: &str, form: reqwest::multipart::Form) -> (u16, Value) {
+    let response = stack
+        .http
+        .post(stack.url(path))
+        .header("authorization", user.bearer())
+        .multipart(form)
+        .send()
+        .await
+        .expect("request");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("{status}: {text}")))
+}
+
+/// Waits until the base reports `complete`; its ingestion counts.
+async fn settled(stack: &Stack, user: &User, kb_id: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        let (status, answer) = stack.call_json(user, Method::GET, &format!("/kb/{kb_id}/ingestion"), None).await;
+        assert_eq!(status, 200, "{answer}");
+        if answer["indexing_status"] == "complete" {
+            return answer;
+        }
+        assert!(started.elapsed() < Duration::from_secs(90), "still indexing: {answer}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn query_vector(text: &str) -> String {
+    let base_url = std::env::var("SLUICE_LOCAL_EMBEDDINGS_URL").expect("the local service");
+    let target =
+        sluice_embed::client::Target { base_url, model: "all-minilm-l6-v2".to_owned(), dimensions: 384, api_key: None };
+    let vectors = sluice_embed::client::embed(
+        &sluice_embed::http_client(),
+        &target,
+        &[text.to_owned()],
+        sluice_embed::client::RetryPolicy::default(),
+    )
+    .await
+    .expect("embedded");
+    format!("[{}]", vectors[0].iter().map(f32::to_string).collect::<Vec<_>>().join(","))
+}
+
+#[tokio::test]
+async fn documents_of_every_kind_become_vectors_a_query_in_other_words_finds() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let base = base_with(&stack, &user, None).await;
+    let (kb_id, collection) = (base["id"].as_str().expect("id"), base["collection_name"].as_str().expect("name"));
+    let documents: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "volcanoes.md",
+            b"# Volcanoes\n\nMagma rises through cracks in the crust and erupts as glowing lava.\n".to_vec(),
+            "molten rock bursting out of a mountain",
+        ),
+        (
+            "benefits.docx",
+            fixtures::docx(
+                "<w:p><w:r><w:t>The company pension plan matches employee retirement contributions up to five percent of salary.</w:t></w:r></w:p>",
+            ),
+            "employer support for saving money for old age",
+        ),
+        (
+            "orders.xlsx",
+            fixtures::xlsx(
+                r#"<row r="1"><c r="A1" t="inlineStr"><is><t>Office chairs and standing desks purchased for the Berlin branch</t></is></c></row>"#,
+            ),
+            "furniture bought for the German office",
+        ),
+        (
+            "biology.pdf",
+            fixtures::pdf(&["Photosynthesis turns sunlight, water and carbon dioxide into sugar inside plant leaves."]),
+            "how green plants make food from light",
+        ),
+    ];
+    for (name, bytes, _) in &documents {
+        let form = file_form(name, None, bytes.clone()).text("organizational_unit", "  Research  ");
+        let (status, answer) = upload(&stack, &user, &format!("/kb/{kb_id}/documents"), form).await;
+        assert_eq!(status, 202, "{name}: {answer}");
+        let fields: Vec<&str> = answer.as_object().expect("object").keys().map(String::as_str).collect();
+        assert_eq!(fields, ["collection_name", "document_id", "filename", "kb_id", "message", "status", "tracking_id"]);
+        assert_eq!((answer["document_id"].clone(), answer["status"].clone()), (Value::Null, json!("processing")));
+    }
+    let counts = settled(&stack, &user, kb_id).await;
+    assert_eq!((counts["indexed_count"].clone(), counts["failed_count"].clone()), (json!(4), json!(0)), "{counts}");
+
+    let db = stack.db().await;
+    for (name, _, query) in &documents {
+        let vector = query_vector(query).await;
+        let row = db
+            .query_one(
+                &format!(
+                    "SELECT filename, source, document_type, organizational_unit, kb_id::text, org_id IS NOT NULL \
+                     FROM rag_{collection} WHERE kb_id = $1::text::uuid ORDER BY embedding <=> '{vector}'::vector LIMIT 1"
+                ),
+                &[&kb_id],
+            )
+            .await
+            .expect("nearest chunk");
+        assert_eq!(row.get::<_, String>(0), *name, "{query:?} found the wrong document");
+        assert_eq!(row.get::<_, String>(1), "upload");
+        assert_eq!(row.get::<_, String>(2), name.rsplit('.').next().expect("ext"));
+        assert_eq!(row.get::<_, Option<String>>(3).as_deref(), Some("Research"), "the unit, trimmed");
+        assert_eq!(row.get::<_, String>(4), kb_id);
+        assert!(row.get::<_, bool>(5), "the tenant is stamped");
+    }
+    let (status, info) =
+        stack.call_json(&user, Method::GET, &format!("/rag/collections/{collection}/info"), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(info["document_count"], 4);
+    assert!(info["total_vectors"].as_i64().expect("vectors") >= 4, "{info}");
+    let done: Vec<(String, i32, bool)> = db
+        .query(
+            "SELECT status, chunk_count, vector_document_id IS NOT NULL FROM rag_documents WHERE kb_id = $1::text::uuid",
+            &[&kb_id],
+        )
+        .await
+        .expect("rows")
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert!(done.iter().all(|(s, n, v)| s == "done" && *n >= 1 && *v), "{done:?}");
+}
+
+#[tokio::test]
+async fn a_refused_document_stores_nothing_and_says_why() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let base = base_with(&stack, &user, None).await;
+    let kb_id = base["id"].as_str().expect("id").to_owned();
+    let path = format!("/kb/{kb_id}/documents");
+    let text = || file_form("notes.txt", None, b"some words".to_vec());
+
+    let (status, refused) =
+        upload(&stack, &user, &path, file_form("photo.png", None, sluice_e2e::tiny_png(2, 2))).await;
+    assert_eq!(status, 415, "{refused}");
+    assert!(refused["error"]["details"]["fields"]["file"].is_string());
+    let (status, refused) =
+        upload(&stack, &user, &path, file_form("fake.pdf", None, b"not a pdf at all".to_vec())).await;
+    assert_eq!(status, 415, "{refused}");
+    let (status, refused) = upload(&stack, &user, &path, text().text("ingestion", r#"{"chunk_overlap": 4096}"#)).await;
+    assert_eq!(status, 400, "{refused}");
+    let fields = refused["error"]["details"]["fields"].as_object().expect("fields");
+    assert!(
+        fields.contains_key("ingestion_config.chunk_overlap") && fields.contains_key("ingestion_config.chunk_size")
+    );
+    let (status, _) = upload(&stack, &user, &path, text().text("ingestion", "not json")).await;
+    assert_eq!(status, 400);
+
+    // Another caller, and an id that does not exist, read alike.
+    let (ghost_status, ghost) = upload(&stack, &user, &format!("/kb/{}/documents", Uuid::new_v4()), text()).await;
+    let (status, stranger) = upload(&stack, &User::new(), &path, text()).await;
+    assert_eq!((status, stranger), (ghost_status, ghost));
+    let (status, _) = upload(&stack, &user, "/rag/collections/no_such_name_here/ingest", text()).await;
+    assert_eq!(status, 404);
+
+    let db = stack.db().await;
+    let rows: i64 = db
+        .query_one("SELECT count(*) FROM rag_documents WHERE kb_id = $1::text::uuid", &[&kb_id])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(rows, 0, "a refused upload left a row");
+    assert!(stack.keys_under(&format!("documents/{kb_id}/")).await.is_empty(), "a refused upload left an object");
+
+    // Through the collection's name, the same upload is accepted.
+    let (status, accepted) = upload(
+        &stack,
+        &user,
+        &format!("/rag/collections/{}/ingest", base["collection_name"].as_str().expect("name")),
+        text(),
+    )
+    .await;
+    assert_eq!(status, 202, "{accepted}");
+    assert_eq!(accepted["document_id"], Value::Null);
+    let (status, formats) = stack.call_json(&user, Method::GET, "/rag/supported-formats", None).await;
+    assert_eq!(status, 200);
+    let formats: Vec<&str> = formats["formats"].as_array().expect("list").iter().filter_map(Value::as_str).collect();
+    for ext in [".pdf", ".docx", ".xlsx", ".md", ".txt", ".pptx", ".msg"] {
+        assert!(formats.contains(&ext), "{ext} missing from {formats:?}");
+    }
+    for ext in [".png", ".zip", ".tgz"] {
+        assert!(!formats.contains(&ext), "{ext} cannot be ingested");
+    }
+    settled(&stack, &user, &kb_id).await;
+}
+
+/// A base embedding through a scripted provider registered as the caller's organization's
+/// local service.
+async fn base_on_stub(stack: &Stack, user: &User, stub: &StubProvider) -> Value {
+    let service = json!({"name": format!("stub {}", Uuid::new_v4()), "provider": "local",
+        "base_url": stub.base_url, "scope": "org"});
+    let (status, endpoint) = stack.call_json(user, Method::POST, "/embedding-endpoints", Some(service)).await;
+    assert_eq!(status, 201, "{endpoint}");
+    base_with(stack, user, endpoint["id"].as_str()).await
+}
+
+async fn document_row(stack: &Stack, kb_id: &str) -> (String, Option<String>, i32) {
+    let row = stack
+        .db()
+        .await
+        .query_one(
+            "SELECT status, error_message, chunk_count FROM rag_documents WHERE kb_id = $1::text::uuid",
+            &[&kb_id],
+        )
+        .await
+        .expect("row");
+    (row.get(0), row.get(1), row.get(2))
+}
+
+#[tokio::test]
+async fn provider_faults_end_recorded_with_stage_type_and_advice() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let secret_body = r#"{"error": "invalid key sk-live-123 for tenant at 10.1.2.3"}"#;
+    let cases = [
+        (
+            "rate limited once",
+            vec![Scripted::status(429, "{}").header("retry-after", "1"), StubProvider::sized()],
+            None,
+        ),
+        ("key refused", vec![Scripted::status(401, secret_body)], Some("embed: CredentialRefused: ")),
+        ("failing forever", vec![Scripted::status(500, secret_body)], Some("embed: ProviderFailing: ")),
+    ];
+    let mut running = Vec::new();
+    for (what, script, _) in &cases {
+        let stub = StubProvider::start(script.clone(), 384).await;
+        let base = base_on_stub(&stack, &user, &stub).await;
+        let kb_id = base["id"].as_str().expect("id").to_owned();
+        let form = file_form("note.md", None, format!("# {what}\n\nA short note about {what}.\n").into_bytes());
+        let (status, answer) = upload(&stack, &user, &format!("/kb/{kb_id}/documents"), form).await;
+        assert_eq!(status, 202, "{what}: {answer}");
+        running.push((kb_id, stub));
+    }
+    for ((what, _, failure), (kb_id, stub)) in cases.iter().zip(&running) {
+        let counts = settled(&stack, &user, kb_id).await;
+        let (status, message, chunks) = document_row(&stack, kb_id).await;
+        match failure {
+            None => {
+                assert_eq!((status.as_str(), chunks), ("done", 1), "{what}: {counts}");
+                assert!(stub.requests() >= 2, "{what}: the 429 was retried");
+            }
+            Some(prefix) => {
+                assert_eq!(status, "error", "{what}: {counts}");
+                let message = message.expect("a message");
+                assert!(message.starts_with(prefix), "{what}: {message}");
+                for leak in ["sk-live", "10.1.2.3", "127.0.0.1", "invalid key"] {
+                    assert!(!message.contains(leak), "{what}: the provider's words leaked: {message}");
+                }
+                assert_eq!(counts["failed_count"], 1);
+            }
+        }
+    }
+    // A refused key is not retried; a failing provider is, on every delivery up to the last.
+    assert_eq!(running[1].1.requests(), 1);
+    assert!(running[2].1.requests() >= 3, "{}", running[2].1.requests());
+}
+
+#[tokio::test]
+async fn a_job_sent_again_or_after_a_crash_leaves_each_chunk_once() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let base = base_with(&stack, &user, None).await;
+    let (kb_id, collection) = (base["id"].as_str().expect("id"), base["collection_name"].as_str().expect("name"));
+    let text = "A paragraph about tides.\n\n".repeat(200);
+    let form =
+        file_form("tides.txt", None, text.into_bytes()).text("ingestion", r#"{"chunk_size": 300, "chunk_overlap": 0}"#);
+    let (status, answer) = upload(&stack, &user, &format!("/kb/{kb_id}/documents"), form).await;
+    assert_eq!(status, 202, "{answer}");
+    settled(&stack, &user, kb_id).await;
+    let id = Uuid::parse_str(answer["tracking_id"].as_str().expect("id")).expect("uuid");
+    let db = stack.db().await;
+    async fn count(db: &tokio_postgres::Client, collection: &str, id: Uuid) -> i64 {
+        let sql = format!("SELECT count(*) FROM rag_{collection} WHERE document_id = $1");
+        db.query_one(&sql, &[&id]).await.expect("count").get(0)
+    }
+    let written = count(&db, collection, id).await;
+    let recorded: i32 =
+        db.query_one("SELECT chunk_count FROM rag_documents WHERE id = $1", &[&id]).await.expect("row").get(0);
+    assert_eq!(written, i64::from(recorded));
+    assert!(written > 10, "{written}");
+
+    // A job delivered again after the document is done changes nothing.
+    let ingest_url = stack.sqs.get_queue_url().queue_name("sluice-ingest").send().await.expect("queue");
+    let job = json!({"document_id": id}).to_string();
+    stack
+        .sqs
+        .send_message()
+        .queue_url(ingest_url.queue_url().expect("url"))
+        .message_body(&job)
+        .send()
+        .await
+        .expect("sent");
+    stack.drained("sluice-ingest").await;
+    assert_eq!(count(&db, collection, id).await, written);
+
+    // A crash after part of a write (rows left behind, the row still processing): the next
+    // delivery replaces them rather than adding to them.
+    db.execute("UPDATE rag_documents SET status = 'processing' WHERE id = $1", &[&id]).await.expect("reopen");
+    db.execute(
+        &format!(
+            "INSERT INTO rag_{collection} (id, kb_id, document_id, chunk_index, content, embedding) \
+             SELECT gen_random_uuid(), kb_id, document_id, chunk_index, 'left by a crash', embedding \
+             FROM rag_{collection} WHERE document_id = $1"
+        ),
+        &[&id],
+    )
+    .await
+    .expect("debris");
+    stack
+        .sqs
+        .send_message()
+        .queue_url(ingest_url.queue_url().expect("url"))
+        .message_body(&job)
+        .send()
+        .await
+        .expect("sent");
+    settled(&stack, &user, kb_id).await;
+    assert_eq!(count(&db, collection, id).await, written, "chunks duplicated by a redelivery");
+    let debris: i64 = db
+        .query_one(&format!("SELECT count(*) FROM rag_{collection} WHERE content = 'left by a crash'"), &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(debris, 0);
+}
+
+#[tokio::test]
+async fn a_job_whose_send_failed_is_sent_by_the_sweep_from_the_outbox() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let base = base_with(&stack, &user, None).await;
+    let kb_id = Uuid::parse_str(base["id"].as_str().expect("id")).expect("uuid");
+    // What an upload commits when its send then fails: the object, the row, the outbox row.
+    let id = Uuid::new_v4();
+    let key = format!("documents/{kb_id}/{}/lost.txt", id.simple());
+    let bytes = b"A note whose job was never sent.".to_vec();
+    stack
+        .s3
+        .put_object()
+        .bucket(&stack.bucket)
+        .key(&key)
+        .body(bytes.clone().into())
+        .server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::AwsKms)
+        .ssekms_key_id(stack.kms_key_arn().await)
+        .send()
+        .await
+        .expect("object");
+    let db = stack.db().await;
+    db.execute(
+        "INSERT INTO rag_documents (id, collection_name, kb_id, owner_id, filename, filesize, filetype, status, storage_path) \
+         VALUES ($1, $2, $3, $4, 'lost.txt', $5, 'txt', 'processing', $6)",
+        &[&id, &base["collection_name"].as_str().expect("name"), &kb_id, &user.id, &(bytes.len() as i64), &key],
+    )
+    .await
+    .expect("row");
+    db.execute(
+        "INSERT INTO outbox (id, topic, payload) VALUES ($1, 'parse-document', $2)",
+        &[&Uuid::new_v4(), &json!({"document_id": id})],
+    )
+    .await
+    .expect("outbox");
+    let counts = settled(&stack, &user, &kb_id.to_string()).await;
+    assert_eq!(counts["indexed_count"], 1, "{counts}");
+}
