@@ -386,3 +386,79 @@ async fn a_job_whose_send_failed_is_sent_by_the_sweep_from_the_outbox() {
     let counts = settled(&stack, &user, &kb_id.to_string()).await;
     assert_eq!(counts["indexed_count"], 1, "{counts}");
 }
+
+#[tokio::test]
+async fn a_failed_document_is_retried_from_its_stored_original() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let stub = StubProvider::start(vec![Scripted::status(401, "{}"), StubProvider::sized()], 384).await;
+    let base = base_on_stub(&stack, &user, &stub).await;
+    let kb_id = base["id"].as_str().expect("id").to_owned();
+    let (_, answer) =
+        upload(&stack, &user, &format!("/kb/{kb_id}/documents"), file_form("a.md", None, b"# A\n\ntext\n".to_vec()))
+            .await;
+    let id = answer["tracking_id"].as_str().expect("id").to_owned();
+    settled(&stack, &user, &kb_id).await;
+    assert_eq!(document_row(&stack, &kb_id).await.0, "error");
+
+    let retry = format!("/rag/documents/{id}/retry");
+    let (_, ghost) = stack.call(&user, Method::POST, &format!("/rag/documents/{}/retry", Uuid::new_v4()), None).await;
+    let (status, stranger) = stack.call(&User::new(), Method::POST, &retry, None).await;
+    assert_eq!((status, stranger), (404, ghost), "another's document reads as absent");
+    let (status, again) = stack.call_json(&user, Method::POST, &retry, None).await;
+    assert_eq!(status, 202, "{again}");
+    assert_eq!(again["document_id"], Value::Null);
+    settled(&stack, &user, &kb_id).await;
+    let (status, message, chunks) = document_row(&stack, &kb_id).await;
+    assert_eq!((status.as_str(), message, chunks), ("done", None, 1), "the retry cleared the failure");
+    let (status, refused) = stack.call_json(&user, Method::POST, &retry, None).await;
+    assert_eq!(status, 400, "a document that did not fail: {refused}");
+    assert!(refused["error"]["details"]["fields"]["document_id"].is_string());
+}
+
+#[tokio::test]
+async fn a_document_deleted_while_indexing_leaves_no_chunks() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    // The provider holds the ingest for two seconds before it answers.
+    let stub =
+        StubProvider::start(vec![Scripted::status(429, "{}").header("retry-after", "2"), StubProvider::sized()], 384)
+            .await;
+    let base = base_on_stub(&stack, &user, &stub).await;
+    let (kb_id, collection) = (base["id"].as_str().expect("id"), base["collection_name"].as_str().expect("name"));
+    let (_, answer) =
+        upload(&stack, &user, &format!("/kb/{kb_id}/documents"), file_form("b.md", None, b"# B\n\nwords\n".to_vec()))
+            .await;
+    let id = Uuid::parse_str(answer["tracking_id"].as_str().expect("id")).expect("uuid");
+    let started = Instant::now();
+    while stub.requests() == 0 {
+        assert!(started.elapsed() < Duration::from_secs(30), "the ingest never asked the provider");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, _) = stack.call(&user, Method::DELETE, &format!("/rag/documents/{id}"), None).await;
+    assert_eq!(status, 204);
+    while stub.requests() < 2 {
+        assert!(started.elapsed() < Duration::from_secs(30), "the ingest never finished embedding");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stack.drained("sluice-ingest").await;
+    let db = stack.db().await;
+    let table_exists: bool = db
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&format!("rag_{collection}")])
+        .await
+        .expect("regclass")
+        .get(0);
+    if table_exists {
+        let chunks: i64 = db
+            .query_one(&format!("SELECT count(*) FROM rag_{collection} WHERE document_id = $1"), &[&id])
+            .await
+            .expect("count")
+            .get(0);
+        assert_eq!(chunks, 0, "a deleted document's chunks were written");
+    }
+    let rows: i64 =
+        db.query_one("SELECT count(*) FROM rag_documents WHERE id = $1", &[&id]).await.expect("count").get(0);
+    assert_eq!(rows, 0);
+    assert!(stack.keys_under(&format!("documents/{kb_id}/{}", id.simple())).await.is_empty());
+    assert!(stack.keys_under(&format!("parsed/{id}")).await.is_empty());
+}

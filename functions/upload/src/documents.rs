@@ -119,15 +119,7 @@ pub async fn ingest(
     };
     let outbox_id = store_and_accept(state, &document, file.bytes, accepted.canonical_mime()).await?;
     // After the commit: a failed send is the sweep's to repeat, never the caller's problem.
-    let job = json!({"document_id": id});
-    match state.dispatcher.send(PARSE_DOCUMENT_TOPIC, &job).await {
-        Ok(()) => {
-            if let Err(error) = state.db.mark_dispatched(outbox_id).await {
-                tracing::warn!(error = %error, %id, "sent but not marked; the sweep may send it again");
-            }
-        }
-        Err(error) => tracing::warn!(error = %error, %id, "parse job not sent; the sweep will send it"),
-    }
+    dispatch(state, outbox_id, id).await;
     Ok(json_response(
         202,
         &json!({
@@ -206,6 +198,71 @@ async fn store_and_accept(
         }
     });
     unit.await.map_err(|_| UploadError::Blocking)?
+}
+
+/// A document the caller may write (through its base), or exactly "Document not found".
+async fn writable_document(state: &AppState, caller: &Caller, id: Uuid) -> Result<Document, UploadError> {
+    let not_found = || UploadError::NotFound("document");
+    let document = state.db.document(id).await?.ok_or_else(not_found)?;
+    let kb_id = document.kb_id.ok_or_else(not_found)?;
+    let held = state.db.knowledge_base(kb_id, caller.user_id).await?.ok_or_else(not_found)?;
+    if access::decide(caller, &held.base.ownership(), held.grant) != Access::Edit {
+        return Err(not_found());
+    }
+    Ok(document)
+}
+
+/// `POST /rag/documents/{id}/retry`: a failed document is read again from its stored
+/// original; `400` for one that did not fail or has no original.
+pub async fn retry(state: &AppState, caller: &Caller, id: Uuid) -> Result<Response<Body>, UploadError> {
+    let document = writable_document(state, caller, id).await?;
+    if document.status != "error" {
+        return Err(UploadError::invalid("document_id", format!("the document is {}, not failed", document.status)));
+    }
+    if document.storage_path.is_none() {
+        return Err(UploadError::invalid("document_id", "the document has no stored original to read again"));
+    }
+    if state.db.teardown_reserved(&document.collection_name).await? {
+        return Err(reserved());
+    }
+    let Some(outbox_id) = state.db.retry_document(id).await? else {
+        return Err(UploadError::invalid("document_id", "the document is no longer failed"));
+    };
+    dispatch(state, outbox_id, id).await;
+    Ok(json_response(
+        202,
+        &json!({"status": "processing", "tracking_id": id, "document_id": null, "filename": document.filename,
+            "collection_name": document.collection_name, "kb_id": document.kb_id,
+            "message": "the document is being processed again"}),
+    ))
+}
+
+/// `DELETE /rag/documents/{id}`: the row and its chunks first (waiting for a write in
+/// flight), then its stored original and parsed text.
+pub async fn delete(state: &AppState, caller: &Caller, id: Uuid) -> Result<Response<Body>, UploadError> {
+    writable_document(state, caller, id).await?;
+    let Some(deleted) = state.db.delete_document(id).await? else {
+        return Err(UploadError::NotFound("document"));
+    };
+    for key in [deleted.storage_path, deleted.parsed_path].into_iter().flatten() {
+        if let Err(error) = state.blob.delete(&key).await {
+            tracing::error!(error = ?error, key, "a deleted document's object remains");
+        }
+    }
+    Ok(lambda_http::Response::builder().status(204).body(Body::Empty).unwrap_or_default())
+}
+
+/// Sends a committed outbox row's job, marking it sent; a failure is the sweep's to repeat.
+async fn dispatch(state: &AppState, outbox_id: Uuid, id: Uuid) {
+    let job = json!({"document_id": id});
+    match state.dispatcher.send(PARSE_DOCUMENT_TOPIC, &job).await {
+        Ok(()) => {
+            if let Err(error) = state.db.mark_dispatched(outbox_id).await {
+                tracing::warn!(error = %error, %id, "sent but not marked; the sweep may send it again");
+            }
+        }
+        Err(error) => tracing::warn!(error = %error, %id, "parse job not sent; the sweep will send it"),
+    }
 }
 
 /// `GET /rag/supported-formats`: exactly what ingestion can route here.

@@ -69,6 +69,10 @@ enum Route {
     /// A base route naming an id that cannot exist: answered like an absent collection.
     NoSuchBase,
     SupportedFormats,
+    RetryDocument(Uuid),
+    DeleteDocument(Uuid),
+    /// A document route naming an id that cannot exist.
+    NoSuchDocument,
 }
 
 fn route(method: &str, path: &str) -> Option<Route> {
@@ -90,6 +94,8 @@ fn route(method: &str, path: &str) -> Option<Route> {
         ("POST", ["kb", id, "documents"]) => file_id(id).map_or(Route::NoSuchBase, Route::IngestIntoBase),
         ("POST", ["rag", "collections", name, "ingest"]) => Route::IngestIntoCollection((*name).to_owned()),
         ("GET", ["rag", "supported-formats"]) => Route::SupportedFormats,
+        ("POST", ["rag", "documents", id, "retry"]) => file_id(id).map_or(Route::NoSuchDocument, Route::RetryDocument),
+        ("DELETE", ["rag", "documents", id]) => file_id(id).map_or(Route::NoSuchDocument, Route::DeleteDocument),
         _ => return None,
     })
 }
@@ -116,6 +122,9 @@ pub async fn handle(state: &AppState, request: Request) -> Response<Body> {
             }
             Route::NoSuchBase => Err(UploadError::NotFound("collection")),
             Route::SupportedFormats => Ok(documents::supported_formats()),
+            Route::RetryDocument(id) => documents::retry(state, &caller, id).await,
+            Route::DeleteDocument(id) => documents::delete(state, &caller, id).await,
+            Route::NoSuchDocument => Err(UploadError::NotFound("document")),
         }
     }
     .await;

@@ -37,7 +37,10 @@ fn function_for(path: &str) -> Option<Function> {
     let segments: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
     match segments.as_slice() {
         // Documents take bytes in: the upload function's, as template.yaml routes them.
-        ["kb", _, "documents", ..] | ["rag", "collections", _, "ingest"] | ["rag", "supported-formats"] => {
+        ["kb", _, "documents", ..]
+        | ["rag", "collections", _, "ingest"]
+        | ["rag", "supported-formats"]
+        | ["rag", "documents", ..] => {
             return Some(Function::Upload);
         }
         _ => {}

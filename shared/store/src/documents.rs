@@ -275,6 +275,53 @@ impl Db {
         Ok(WriteOutcome::Written(usize::try_from(written).unwrap_or(usize::MAX)))
     }
 
+    /// Puts a failed document back to `processing` (clearing its failure and parsed text)
+    /// with a new parse job in the outbox; `None` unless it had failed.
+    pub async fn retry_document(&self, id: Uuid) -> Result<Option<Uuid>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let reopened = tx
+            .execute(
+                "UPDATE rag_documents SET status = 'processing', error_message = NULL, completed_at = NULL, \
+                 parsed_path = NULL WHERE id = $1 AND status = 'error' AND storage_path IS NOT NULL",
+                &[&id],
+            )
+            .await?;
+        if reopened == 0 {
+            return Ok(None);
+        }
+        let outbox_id = Uuid::new_v4();
+        tx.execute(
+            "INSERT INTO outbox (id, topic, payload) VALUES ($1, $2, $3)",
+            &[&outbox_id, &PARSE_DOCUMENT_TOPIC, &serde_json::json!({"document_id": id})],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some(outbox_id))
+    }
+
+    /// Deletes a document's row and its chunks in one transaction. It waits for a chunk
+    /// write holding the row; a write that comes after finds the row gone and writes
+    /// nothing. Returns the row as it was, for its stored objects; `None` if already gone.
+    pub async fn delete_document(&self, id: Uuid) -> Result<Option<Document>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let Some(row) = tx
+            .query_opt(&format!("SELECT {DOCUMENT_COLUMNS} FROM rag_documents WHERE id = $1 FOR UPDATE"), &[&id])
+            .await?
+        else {
+            return Ok(None);
+        };
+        let doc = document(&row);
+        if vector_width(&tx, &doc.collection_name).await?.is_some() {
+            let table = vector_table(&doc.collection_name);
+            tx.execute(&format!("DELETE FROM {table} WHERE document_id = $1"), &[&id]).await?;
+        }
+        tx.execute("DELETE FROM rag_documents WHERE id = $1", &[&id]).await?;
+        tx.commit().await?;
+        Ok(Some(doc))
+    }
+
     /// Outbox rows not sent `older_than` after they were written.
     pub async fn undispatched(&self, older_than: std::time::Duration) -> Result<Vec<OutboxMessage>, StoreError> {
         let client = self.client().await?;
