@@ -462,3 +462,54 @@ async fn a_document_deleted_while_indexing_leaves_no_chunks() {
     assert!(stack.keys_under(&format!("documents/{kb_id}/{}", id.simple())).await.is_empty());
     assert!(stack.keys_under(&format!("parsed/{id}")).await.is_empty());
 }
+
+#[tokio::test]
+async fn a_presigned_document_is_ingested_when_its_bytes_land_and_judged_again_there() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let base = base_with(&stack, &user, None).await;
+    let kb_id = base["id"].as_str().expect("id").to_owned();
+    let path = format!("/kb/{kb_id}/documents/uploads");
+    let bytes = b"# Runbook\n\nRestart the ingestion workers when the queue backs up.\n".to_vec();
+    let declare = |name: &str, size: usize, mime: &str| {
+        json!({"filename": name, "size": size, "mime_type": mime, "organizational_unit": "Ops",
+            "ingestion": {"chunk_size": 500}})
+    };
+    for (body, status, field) in [
+        (declare("photo.png", 10, "image/png"), 415, "filename"),
+        (declare("guide.md", 10, "application/pdf"), 415, "mime_type"),
+        (declare("guide.md", 60 * 1024 * 1024, "text/markdown"), 413, "size"),
+        (
+            json!({"filename": "guide.md", "size": 10, "mime_type": "text/markdown", "ingestion": {"chunk_overlap": 4096}}),
+            400,
+            "ingestion_config",
+        ),
+    ] {
+        let (code, refused) = stack.call_json(&user, Method::POST, &path, Some(body.clone())).await;
+        assert_eq!(code, status, "{body}: {refused}");
+        assert!(refused["error"]["details"]["fields"][field].is_string(), "{body}: {refused}");
+    }
+    let (status, intent) =
+        stack.call_json(&user, Method::POST, &path, Some(declare("guide.md", bytes.len(), "text/markdown"))).await;
+    assert_eq!(status, 201, "{intent}");
+    assert_eq!(intent["document_id"], Value::Null);
+    assert_eq!(stack.put_presigned(&intent, bytes).await, 200);
+    let counts = settled(&stack, &user, &kb_id).await;
+    assert_eq!(counts["indexed_count"], 1, "{counts}");
+
+    // Bytes that are not the size declared are refused when they land, and removed.
+    let (_, liar) = stack.call_json(&user, Method::POST, &path, Some(declare("short.md", 5000, "text/markdown"))).await;
+    assert_eq!(stack.put_presigned(&liar, b"# Short\n\nnot five thousand bytes\n".to_vec()).await, 200);
+    let counts = settled(&stack, &user, &kb_id).await;
+    assert_eq!(counts["failed_count"], 1, "{counts}");
+    let id = Uuid::parse_str(liar["tracking_id"].as_str().expect("id")).expect("uuid");
+    let message: String = stack
+        .db()
+        .await
+        .query_one("SELECT error_message FROM rag_documents WHERE id = $1", &[&id])
+        .await
+        .expect("row")
+        .get(0);
+    assert!(message.starts_with("parse: size_mismatch: "), "{message}");
+    assert!(stack.keys_under(&format!("document-uploads/{kb_id}/{}", id.simple())).await.is_empty());
+}

@@ -52,6 +52,45 @@ pub async fn parse_document(state: &State, job: DocumentJob) -> Result<(), Parse
         }
         Err(error) => return Err(error.into()),
     };
+    parse_bytes(state, &document, bytes).await
+}
+
+/// A presigned document upload landed: its bytes are judged as the inline path judges
+/// them (the declared size exactly, the sniffed type against the name), then parsed. A
+/// refused object is deleted; an object no document waits for is deleted too.
+pub async fn document_landed(state: &State, key: &str) -> Result<(), ParseError> {
+    let Some(document) = state.db.document_by_storage_path(key).await? else {
+        tracing::warn!(key, "a document object no upload asked for; deleted");
+        state.blob.delete(key).await?;
+        return Ok(());
+    };
+    if document.status != "processing" || document.parsed_path.is_some() {
+        return Ok(());
+    }
+    let declared = u64::try_from(document.filesize).unwrap_or_default();
+    let bytes = match state.blob.get(key, declared).await {
+        Ok(bytes) if bytes.len() as u64 == declared => bytes,
+        Ok(_) | Err(BlobError::TooLarge { .. }) => {
+            fail(state, &document, "size_mismatch", "the bytes that landed are not the size declared; upload again")
+                .await?;
+            state.blob.delete(key).await?;
+            return Ok(());
+        }
+        Err(BlobError::NotFound) => return Ok(()),
+        Err(error) => return Err(error.into()),
+    };
+    if let Err(refusal) = sluice_formats::check_upload(&document.filename, document.mime_type.as_deref(), &bytes) {
+        let advice = format!("{}; upload a file that is what its name says", refusal.message);
+        fail(state, &document, refusal.code.as_str(), &advice).await?;
+        state.blob.delete(key).await?;
+        return Ok(());
+    }
+    parse_bytes(state, &document, bytes).await
+}
+
+/// Extracts a document's text, stores it and sends the ingest job.
+async fn parse_bytes(state: &State, document: &Document, bytes: bytes::Bytes) -> Result<(), ParseError> {
+    let document = document.clone();
     let Some(kind) = sluice_formats::kind_for_filename(&document.filename) else {
         return fail(state, &document, "UnsupportedFormat", "ingestion cannot read this format").await;
     };

@@ -19,7 +19,7 @@ use sluice_isolate::Extractor;
 use sluice_queue::SqsBatchResponse;
 use sluice_queue::jobs::{Dispatcher, DocumentJob};
 use sluice_queue::s3::{Change, ObjectChange, S3Message};
-use sluice_store::Db;
+use sluice_store::{DOCUMENT_UPLOAD_PREFIX, Db};
 use uuid::Uuid;
 
 /// Everything a batch needs, built once per cold start.
@@ -78,6 +78,12 @@ async fn handle_message(state: &State, body: &str) -> Result<(), ParseError> {
 }
 
 async fn handle_change(state: &State, change: &ObjectChange) -> Result<(), ParseError> {
+    if change.bucket == state.config.bucket && change.key.starts_with(DOCUMENT_UPLOAD_PREFIX) {
+        return match change.change {
+            Change::Created => documents::document_landed(state, &change.key).await,
+            Change::Removed | Change::Other => Ok(()),
+        };
+    }
     if change.bucket != state.config.bucket || !change.key.starts_with(CHAT_UPLOAD_PREFIX) {
         tracing::info!(bucket = %change.bucket, key = %change.key, "not an upload of this deployment; ignored");
         return Ok(());

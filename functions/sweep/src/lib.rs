@@ -1,7 +1,8 @@
 //! The `sweep` function, run on a schedule: it reaps what nobody else will —
 //!
 //! - presigned upload intents whose link expired with no bytes judged: the row is rejected
-//!   (so `GET /files/{id}` says so) and any object that landed late is deleted;
+//!   (so `GET /files/{id}` says so) and any object that landed late is deleted; a
+//!   document's intent likewise fails its row;
 //! - outbox rows left unsent (the send after their commit failed): sent again, so an
 //!   acknowledged upload never stays `processing` for want of its job.
 
@@ -80,6 +81,15 @@ pub async fn handle(state: &State, now: OffsetDateTime) -> Result<SweepReport, S
         if state.db.expire_intent(id, before, reason).await? {
             state.blob.delete(&key).await?;
             report.expired_intents += 1;
+        }
+    }
+    for (id, key) in state.db.expired_document_intents(before, BATCH).await? {
+        let reason = "sweep: intent_expired: no file arrived before the upload link expired; upload it again";
+        if state.db.fail_document(id, reason).await? {
+            report.expired_intents += 1;
+        }
+        if !key.is_empty() {
+            state.blob.delete(&key).await?;
         }
     }
     for message in state.db.undispatched(state.outbox_grace).await? {

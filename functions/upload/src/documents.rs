@@ -15,7 +15,7 @@ use sha2::Digest;
 use sluice_domain::access::{self, Access};
 use sluice_domain::ingestion::IngestionConfig;
 use sluice_domain::{Caller, safe_filename};
-use sluice_store::{Accepted, Document, KnowledgeBase, PARSE_DOCUMENT_TOPIC};
+use sluice_store::{Accepted, DOCUMENT_UPLOAD_PREFIX, Document, KnowledgeBase, PARSE_DOCUMENT_TOPIC};
 use sluice_web::json_response;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -198,6 +198,117 @@ async fn store_and_accept(
         }
     });
     unit.await.map_err(|_| UploadError::Blocking)?
+}
+
+/// `POST /kb/{kb_id}/documents/uploads` `{filename, size, mime_type, ingestion?,
+/// organizational_unit?}`: the same checks as the inline path on what is declared, a row
+/// that waits for its bytes until the link expires, and a presigned PUT whose signature
+/// covers the exact length, the type and the encryption. The bytes are judged again when
+/// they land (by `parse`), and their arrival starts the ingestion.
+pub async fn create_intent(
+    state: &AppState,
+    caller: &Caller,
+    kb_id: Uuid,
+    request: &Request,
+) -> Result<Response<Body>, UploadError> {
+    let base = writable_base(state, caller, &Target::Base(kb_id)).await?;
+    if state.db.teardown_reserved(&base.collection_name).await? {
+        return Err(reserved());
+    }
+    let body: serde_json::Value = serde_json::from_slice(sluice_web::body_bytes(request))
+        .ok()
+        .filter(serde_json::Value::is_object)
+        .ok_or_else(|| UploadError::invalid("body", "the body must be a JSON object {filename, size, mime_type}"))?;
+    let text = |field: &'static str| match body.get(field) {
+        Some(serde_json::Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+        _ => Err(UploadError::invalid(field, format!("{field} must be a non-empty string"))),
+    };
+    let filename = text("filename")?;
+    let mime_type = text("mime_type")?;
+    let size = match body.get("size").and_then(serde_json::Value::as_u64) {
+        Some(size) if size > 0 => size,
+        _ => return Err(UploadError::invalid("size", "size must be a positive whole number of bytes")),
+    };
+    let kind = sluice_formats::check_declared(&filename, Some(&mime_type)).map_err(|refusal| {
+        let field =
+            if refusal.code == sluice_formats::RefusalCode::DeclaredTypeMismatch { "mime_type" } else { "filename" };
+        UploadError::DeclarationRefused(field, refusal)
+    })?;
+    if !sluice_formats::ingestible(kind) {
+        return Err(UploadError::DeclarationRefused(
+            "filename",
+            sluice_formats::Refusal {
+                code: sluice_formats::RefusalCode::ExtensionNotAllowed,
+                message: format!(
+                    "{filename:?} is not a format ingestion can read; GET /rag/supported-formats lists them"
+                ),
+            },
+        ));
+    }
+    if size > state.config.max_upload_bytes {
+        return Err(UploadError::DeclaredDocumentTooLarge { limit_bytes: state.config.max_upload_bytes });
+    }
+    let override_text = match body.get("ingestion") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(value) => Some(value.to_string()),
+    };
+    let config = chunking(&base, override_text.as_ref())?;
+    let unit_text = match body.get("organizational_unit") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(unit)) => Some(unit.clone()),
+        Some(_) => return Err(UploadError::invalid("organizational_unit", "organizational_unit must be a string")),
+    };
+    let unit = organizational_unit(unit_text.as_ref())?;
+
+    let id = Uuid::new_v4();
+    let ttl = std::time::Duration::from_secs(state.config.upload_intent_ttl_secs);
+    let expires_at = OffsetDateTime::now_utc() + ttl;
+    let storage_path = format!("{DOCUMENT_UPLOAD_PREFIX}{}/{}/{}", base.id, id.simple(), safe_filename(&filename));
+    let presigned = state.blob.presign_upload(&storage_path, size, kind.canonical_mime, ttl).await?;
+    let document = Document {
+        id,
+        collection_name: base.collection_name.clone(),
+        kb_id: Some(base.id),
+        org_id: base.org_id,
+        owner_id: Some(caller.user_id),
+        filename: filename.clone(),
+        filesize: size as i64,
+        filetype: kind.extension.to_owned(),
+        mime_type: Some(kind.canonical_mime.to_owned()),
+        status: "processing".to_owned(),
+        error_message: None,
+        vector_document_id: None,
+        chunk_count: 0,
+        storage_path: Some(storage_path),
+        parsed_path: None,
+        organizational_unit: unit,
+        source: "upload".to_owned(),
+        document_date: OffsetDateTime::now_utc().date(),
+        content_hash: None,
+        ingestion_config: config.to_value(),
+        created_at: OffsetDateTime::now_utc(),
+        completed_at: None,
+    };
+    match state.db.accept_document_intent(&document, expires_at).await? {
+        Accepted::Recorded { .. } => {}
+        Accepted::BaseGone => return Err(UploadError::NotFound("collection")),
+        Accepted::Reserved => return Err(reserved()),
+    }
+    let headers: std::collections::BTreeMap<String, String> = presigned.headers.into_iter().collect();
+    let expires = expires_at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
+    Ok(json_response(
+        201,
+        &json!({
+            "status": "processing",
+            "tracking_id": id,
+            "document_id": null,
+            "filename": filename,
+            "collection_name": base.collection_name,
+            "kb_id": base.id,
+            "message": "PUT the bytes to upload.url with exactly upload.headers; ingestion starts when they land",
+            "upload": {"method": "PUT", "url": presigned.url, "headers": headers, "expires_at": expires},
+        }),
+    ))
 }
 
 /// A document the caller may write (through its base), or exactly "Document not found".

@@ -28,6 +28,8 @@ pub enum UploadError {
     DeclarationRefused(&'static str, Refusal),
     #[error("the document is larger than {limit_bytes} bytes")]
     DocumentTooLarge { limit_bytes: u64 },
+    #[error("the declared document size is larger than {limit_bytes} bytes")]
+    DeclaredDocumentTooLarge { limit_bytes: u64 },
     #[error("{field}: {message}")]
     Conflict { field: &'static str, message: String },
     /// A refusal naming several fields (the chunking override's pair rule).
@@ -92,6 +94,12 @@ impl UploadError {
                 let mb = limit_bytes / (1024 * 1024);
                 ApiError::new(413, "file_too_large", format!("the document is larger than the {mb} MB limit"))
                     .field("file", format!("larger than {mb} MB (MAX_UPLOAD_SIZE_MB)"))
+                    .detail("limit_bytes", limit_bytes)
+            }
+            Self::DeclaredDocumentTooLarge { limit_bytes } => {
+                let mb = limit_bytes / (1024 * 1024);
+                ApiError::new(413, "file_too_large", format!("the declared size is over the {mb} MB limit"))
+                    .field("size", format!("larger than {mb} MB (MAX_UPLOAD_SIZE_MB)"))
                     .detail("limit_bytes", limit_bytes)
             }
             Self::Conflict { field, message } => ApiError::new(409, "conflict", message.clone()).field(field, message),

@@ -65,6 +65,7 @@ enum Route {
     /// A file route naming an id that cannot exist: answered like an absent file.
     NoSuchFile,
     IngestIntoBase(Uuid),
+    DocumentIntent(Uuid),
     IngestIntoCollection(String),
     /// A base route naming an id that cannot exist: answered like an absent collection.
     NoSuchBase,
@@ -92,6 +93,7 @@ fn route(method: &str, path: &str) -> Option<Route> {
         ("DELETE", ["files", id]) => file_id(id).map_or(Route::NoSuchFile, Route::DeleteFile),
         ("POST", ["messages", message_id, "attachments"]) => Route::LinkAttachments((*message_id).to_owned()),
         ("POST", ["kb", id, "documents"]) => file_id(id).map_or(Route::NoSuchBase, Route::IngestIntoBase),
+        ("POST", ["kb", id, "documents", "uploads"]) => file_id(id).map_or(Route::NoSuchBase, Route::DocumentIntent),
         ("POST", ["rag", "collections", name, "ingest"]) => Route::IngestIntoCollection((*name).to_owned()),
         ("GET", ["rag", "supported-formats"]) => Route::SupportedFormats,
         ("POST", ["rag", "documents", id, "retry"]) => file_id(id).map_or(Route::NoSuchDocument, Route::RetryDocument),
@@ -117,6 +119,7 @@ pub async fn handle(state: &AppState, request: Request) -> Response<Body> {
             Route::LinkAttachments(message_id) => files::link(state, &caller, &message_id, &request).await,
             Route::NoSuchFile => Err(UploadError::NotFound("file")),
             Route::IngestIntoBase(id) => documents::ingest(state, &caller, documents::Target::Base(id), request).await,
+            Route::DocumentIntent(id) => documents::create_intent(state, &caller, id, &request).await,
             Route::IngestIntoCollection(name) => {
                 documents::ingest(state, &caller, documents::Target::Collection(name), request).await
             }

@@ -38,7 +38,7 @@ async fn serve() -> Result<(), Error> {
         &s3,
         &bucket,
         &parse_queue_arn,
-        sluice_domain::CHAT_UPLOAD_PREFIX,
+        &[sluice_domain::CHAT_UPLOAD_PREFIX, sluice_store::DOCUMENT_UPLOAD_PREFIX],
     )
     .await?;
     // The functions read their key from SLUICE_KMS_KEY_ID, as they do in AWS.

@@ -140,26 +140,32 @@ pub async fn ensure_upload_notifications(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     queue_arn: &str,
-    prefix: &str,
+    prefixes: &[&str],
 ) -> Result<(), ResourceError> {
     use aws_sdk_s3::types::{
         Event, FilterRule, FilterRuleName, NotificationConfiguration, NotificationConfigurationFilter,
         QueueConfiguration, S3KeyFilter,
     };
-    let rule = FilterRule::builder().name(FilterRuleName::Prefix).value(prefix).build();
-    let queue = QueueConfiguration::builder()
-        .id("sluice-uploads-to-parse")
-        .queue_arn(queue_arn)
-        .events(Event::from("s3:ObjectCreated:*"))
-        .events(Event::from("s3:ObjectRemoved:*"))
-        .filter(
-            NotificationConfigurationFilter::builder().key(S3KeyFilter::builder().filter_rules(rule).build()).build(),
-        )
-        .build()
-        .map_err(|e| failed("bucket notification", e))?;
+    let mut queues = Vec::new();
+    for (i, prefix) in prefixes.iter().enumerate() {
+        let rule = FilterRule::builder().name(FilterRuleName::Prefix).value(*prefix).build();
+        let queue = QueueConfiguration::builder()
+            .id(format!("sluice-uploads-to-parse-{i}"))
+            .queue_arn(queue_arn)
+            .events(Event::from("s3:ObjectCreated:*"))
+            .events(Event::from("s3:ObjectRemoved:*"))
+            .filter(
+                NotificationConfigurationFilter::builder()
+                    .key(S3KeyFilter::builder().filter_rules(rule).build())
+                    .build(),
+            )
+            .build()
+            .map_err(|e| failed("bucket notification", e))?;
+        queues.push(queue);
+    }
     s3.put_bucket_notification_configuration()
         .bucket(bucket)
-        .notification_configuration(NotificationConfiguration::builder().queue_configurations(queue).build())
+        .notification_configuration(NotificationConfiguration::builder().set_queue_configurations(Some(queues)).build())
         .send()
         .await
         .map_err(|e| failed("bucket notification", e))?;

@@ -15,6 +15,10 @@ pub struct Target {
     pub api_key: Option<ApiKey>,
 }
 
+/// How long one embeddings request may take: a batch of long chunks on a CPU-bound local
+/// service takes seconds, a hosted provider well under this.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// How hard to try.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
@@ -127,7 +131,7 @@ pub async fn embed(
     let mut delay = policy.first_delay;
     let mut last = EmbedError::Unreachable;
     for attempt in 1..=policy.attempts.max(1) {
-        let mut request = client.post(&url).json(&body);
+        let mut request = client.post(&url).timeout(REQUEST_TIMEOUT).json(&body);
         if let Some(key) = &target.api_key {
             request = request.bearer_auth(key.expose());
         }

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 /// How long asking an endpoint for its models may take before it counts as unasked.
 pub const LISTING_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long connecting to any endpoint may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The HTTPS client: rustls over ring (the one TLS stack the AWS SDK already brings),
 /// the platform's certificate store, no redirects (an allowed address cannot bounce a
@@ -22,7 +24,7 @@ pub fn http_client() -> reqwest::Client {
             install_tls_provider();
             reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
-                .timeout(LISTING_TIMEOUT)
+                .connect_timeout(CONNECT_TIMEOUT)
                 .build()
                 .unwrap_or_else(|error| panic!("the HTTPS client cannot be built: {error}"))
         })
@@ -90,7 +92,7 @@ struct ListedModel {
 /// (`GET {base_url}/embeddings/models`).
 pub async fn openrouter_models(client: &reqwest::Client, base_url: &str) -> Listing {
     let url = format!("{}/embeddings/models", base_url.trim_end_matches('/'));
-    let answer = match client.get(&url).send().await {
+    let answer = match client.get(&url).timeout(LISTING_TIMEOUT).send().await {
         Ok(answer) if answer.status().is_success() => answer,
         Ok(answer) => {
             tracing::warn!(status = answer.status().as_u16(), "the endpoint's model listing was refused");

@@ -114,10 +114,32 @@ pub enum WriteOutcome {
 /// The outbox topic the parse function consumes for documents.
 pub const PARSE_DOCUMENT_TOPIC: &str = "parse-document";
 
+/// Where presigned document uploads land: the bucket notifies the parse queue of objects
+/// created here, and their arrival starts the ingestion.
+pub const DOCUMENT_UPLOAD_PREFIX: &str = "document-uploads/";
+
 impl Db {
     /// Writes the tracking row and its outbox row in one transaction, holding the base's row
     /// so a concurrent delete waits, and refusing a name reserved for a teardown.
     pub async fn accept_document(&self, new: &Document) -> Result<Accepted, StoreError> {
+        self.record_document(new, None).await
+    }
+
+    /// Writes the tracking row of a presigned upload, which waits for its bytes until
+    /// `expires_at`; their arrival, not an outbox row, starts the work.
+    pub async fn accept_document_intent(
+        &self,
+        new: &Document,
+        expires_at: OffsetDateTime,
+    ) -> Result<Accepted, StoreError> {
+        self.record_document(new, Some(expires_at)).await
+    }
+
+    async fn record_document(
+        &self,
+        new: &Document,
+        expires_at: Option<OffsetDateTime>,
+    ) -> Result<Accepted, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         if tx.query_opt("SELECT 1 FROM knowledge_bases WHERE id = $1 FOR SHARE", &[&new.kb_id]).await?.is_none() {
@@ -128,8 +150,9 @@ impl Db {
         }
         tx.execute(
             "INSERT INTO rag_documents (id, collection_name, kb_id, org_id, owner_id, filename, filesize, filetype, \
-             mime_type, status, storage_path, organizational_unit, source, document_date, content_hash, ingestion_config) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'processing', $10, $11, $12, $13, $14, $15)",
+             mime_type, status, storage_path, organizational_unit, source, document_date, content_hash, ingestion_config, \
+             upload_expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'processing', $10, $11, $12, $13, $14, $15, $16)",
             &[
                 &new.id,
                 &new.collection_name,
@@ -146,17 +169,46 @@ impl Db {
                 &new.document_date,
                 &new.content_hash,
                 &new.ingestion_config,
+                &expires_at,
             ],
         )
         .await?;
         let outbox_id = Uuid::new_v4();
-        tx.execute(
-            "INSERT INTO outbox (id, topic, payload) VALUES ($1, $2, $3)",
-            &[&outbox_id, &PARSE_DOCUMENT_TOPIC, &serde_json::json!({"document_id": new.id})],
-        )
-        .await?;
+        if expires_at.is_none() {
+            tx.execute(
+                "INSERT INTO outbox (id, topic, payload) VALUES ($1, $2, $3)",
+                &[&outbox_id, &PARSE_DOCUMENT_TOPIC, &serde_json::json!({"document_id": new.id})],
+            )
+            .await?;
+        }
         tx.commit().await?;
         Ok(Accepted::Recorded { outbox_id })
+    }
+
+    /// The document a presigned upload lands for.
+    pub async fn document_by_storage_path(&self, key: &str) -> Result<Option<Document>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(&format!("SELECT {DOCUMENT_COLUMNS} FROM rag_documents WHERE storage_path = $1"), &[&key])
+            .await?;
+        Ok(row.as_ref().map(document))
+    }
+
+    /// Presigned document uploads whose deadline passed before `before` with no text parsed.
+    pub async fn expired_document_intents(
+        &self,
+        before: OffsetDateTime,
+        limit: i64,
+    ) -> Result<Vec<(Uuid, String)>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, storage_path FROM rag_documents WHERE status = 'processing' AND parsed_path IS NULL \
+                 AND upload_expires_at < $1 ORDER BY upload_expires_at LIMIT $2",
+                &[&before, &limit],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get::<_, Option<String>>(1).unwrap_or_default())).collect())
     }
 
     pub async fn document(&self, id: Uuid) -> Result<Option<Document>, StoreError> {

@@ -11,7 +11,9 @@ mod vectors;
 pub use chat_files::{ChatFile, LandedFile, NewChatFile, NewUploadIntent};
 pub use collections::{CollectionCounts, TEARDOWN_TOPIC, TeardownQueued};
 pub use credentials::{EmbeddingEndpoint, SealedValue, SecretMeta};
-pub use documents::{Accepted, ChunkRow, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, WriteOutcome};
+pub use documents::{
+    Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, WriteOutcome,
+};
 pub use knowledge::{Claim, Claimant, GrantedBase, KnowledgeBase};
 pub use vectors::{VECTOR_TABLE_COMMENT, VectorTableError, vector_table_ddl};
 
