@@ -143,6 +143,25 @@ async fn documents_of_every_kind_become_vectors_a_query_in_other_words_finds() {
         .map(|r| (r.get(0), r.get(1), r.get(2)))
         .collect();
     assert!(done.iter().all(|(s, n, v)| s == "done" && *n >= 1 && *v), "{done:?}");
+
+    // The base lists them, newest first, a page at a time.
+    let (status, first) = stack.call_json(&user, Method::GET, &format!("/kb/{kb_id}/documents?limit=3"), None).await;
+    assert_eq!(status, 200, "{first}");
+    let names = |page: &Value| -> Vec<String> {
+        page["documents"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|d| d["filename"].as_str().expect("name").to_owned())
+            .collect()
+    };
+    assert_eq!(names(&first), ["biology.pdf", "orders.xlsx", "benefits.docx"]);
+    let cursor = first["next_cursor"].as_str().expect("a next page");
+    let (_, second) =
+        stack.call_json(&user, Method::GET, &format!("/kb/{kb_id}/documents?limit=3&cursor={cursor}"), None).await;
+    assert_eq!((names(&second), second["next_cursor"].clone()), (vec!["volcanoes.md".to_owned()], Value::Null));
+    assert_eq!(first["documents"][0]["status"], "done");
+    assert_eq!(first["documents"][0]["has_file"], true);
 }
 
 #[tokio::test]

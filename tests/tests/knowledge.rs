@@ -101,6 +101,7 @@ async fn every_scope_permission_and_grant_reads_as_the_rule_says_and_refusals_ar
     let routes: Vec<Route> = vec![
         (Method::GET, |id, _| format!("/kb/{id}"), None, false),
         (Method::GET, |id, _| format!("/kb/{id}/ingestion"), None, false),
+        (Method::GET, |id, _| format!("/kb/{id}/documents"), None, false),
         (Method::GET, |_, name| format!("/rag/collections/{name}/info"), None, false),
         (Method::PATCH, |id, _| format!("/kb/{id}"), Some(serde_json::json!({"name": "Renamed"})), true),
         (Method::POST, |id, _| format!("/kb/{id}/grants"), Some(grant_to), true),

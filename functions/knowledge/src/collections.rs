@@ -106,6 +106,58 @@ pub async fn info(state: &State, caller: &Caller, name: &str) -> Result<Response
     ))
 }
 
+/// The most documents one page lists.
+const MAX_PAGE: i64 = 200;
+
+/// `GET /kb/{id}/documents?limit&cursor`: the base's documents, newest first; `next_cursor`
+/// is the cursor of the next page, `null` on the last.
+pub async fn documents(
+    state: &State,
+    caller: &Caller,
+    id: Uuid,
+    request: &Request,
+) -> Result<Response<Body>, KnowledgeError> {
+    use lambda_http::RequestExt;
+    let (base, _) = reach(state, caller, id, Access::View).await?;
+    let query = request.query_string_parameters();
+    let limit = match query.first("limit") {
+        None => 50,
+        Some(text) => text
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE).contains(n))
+            .ok_or_else(|| crate::error::invalid("limit", format!("limit must be 1 to {MAX_PAGE}")))?,
+    };
+    let after = match query.first("cursor").filter(|c| !c.is_empty()) {
+        None => None,
+        Some(text) => {
+            Some(Uuid::parse_str(text).map_err(|_| crate::error::invalid("cursor", "not a cursor this listing gave"))?)
+        }
+    };
+    let mut page = state.db.documents_of(base.id, after, limit + 1).await?;
+    let next = (page.len() as i64 > limit).then(|| page.truncate(limit as usize)).and(page.last().map(|d| d.id));
+    let documents: Vec<Value> = page
+        .into_iter()
+        .map(|d| {
+            json!({
+                "id": d.id,
+                "filename": d.filename,
+                "filesize": d.filesize,
+                "filetype": d.filetype,
+                "status": d.status,
+                "error_message": d.error_message,
+                "chunk_count": d.chunk_count,
+                "vector_document_id": d.vector_document_id,
+                "organizational_unit": d.organizational_unit,
+                "has_file": d.storage_path.is_some(),
+                "created_at": d.created_at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+                "completed_at": d.completed_at.and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok()),
+            })
+        })
+        .collect();
+    Ok(json_response(200, &json!({ "documents": documents, "next_cursor": next })))
+}
+
 /// `GET /kb/{id}/ingestion`.
 pub async fn ingestion(state: &State, caller: &Caller, id: Uuid) -> Result<Response<Body>, KnowledgeError> {
     let (base, _) = reach(state, caller, id, Access::View).await?;

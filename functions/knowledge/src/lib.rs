@@ -60,6 +60,7 @@ enum Route {
     DeleteBase(Uuid),
     Grant(Uuid),
     Ingestion(Uuid),
+    Documents(Uuid),
     /// A base route naming an id that cannot exist: answered like an absent base.
     NoSuchBase,
     ListCollections,
@@ -89,6 +90,7 @@ fn route(method: &str, path: &str) -> Option<Route> {
         ("DELETE", ["kb", id]) => base(id, Route::DeleteBase),
         ("POST", ["kb", id, "grants"]) => base(id, Route::Grant),
         ("GET", ["kb", id, "ingestion"]) => base(id, Route::Ingestion),
+        ("GET", ["kb", id, "documents"]) => base(id, Route::Documents),
         ("GET", ["rag", "collections"]) => Route::ListCollections,
         ("POST", ["rag", "collections", name]) => Route::CreateCollection((*name).to_owned()),
         ("DELETE", ["rag", "collections", name]) => Route::DropCollection((*name).to_owned()),
@@ -116,6 +118,7 @@ pub async fn handle(state: &State, request: Request) -> Response<Body> {
             Route::DeleteBase(id) => bases::delete(state, &caller, id).await,
             Route::Grant(id) => bases::grant(state, &caller, id, &request).await,
             Route::Ingestion(id) => collections::ingestion(state, &caller, id).await,
+            Route::Documents(id) => collections::documents(state, &caller, id, &request).await,
             Route::NoSuchBase => Err(KnowledgeError::NotFound),
             Route::ListCollections => collections::list(state, &caller).await,
             Route::CreateCollection(name) => collections::create(state, &caller, &name, &request).await,

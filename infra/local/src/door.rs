@@ -32,15 +32,13 @@ enum Function {
     Knowledge,
 }
 
-fn function_for(path: &str) -> Option<Function> {
+fn function_for(method: &str, path: &str) -> Option<Function> {
     let rest = path.strip_prefix("/api/v1/")?;
     let segments: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
-    match segments.as_slice() {
-        // Documents take bytes in: the upload function's, as template.yaml routes them.
-        ["kb", _, "documents", ..]
-        | ["rag", "collections", _, "ingest"]
-        | ["rag", "supported-formats"]
-        | ["rag", "documents", ..] => {
+    match (method, segments.as_slice()) {
+        // Documents taken in or changed: the upload function's, as template.yaml routes them.
+        ("POST", ["kb", _, "documents"] | ["kb", _, "documents", "uploads"])
+        | (_, ["rag", "collections", _, "ingest"] | ["rag", "supported-formats"] | ["rag", "documents", ..]) => {
             return Some(Function::Upload);
         }
         _ => {}
@@ -94,7 +92,7 @@ impl Door {
     }
 
     async fn dispatch(&self, request: Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
-        let Some(function) = function_for(request.uri().path()) else {
+        let Some(function) = function_for(request.method().as_str(), request.uri().path()) else {
             return gateway_answer(StatusCode::NOT_FOUND, "Not Found");
         };
         let token = request
@@ -196,16 +194,18 @@ mod tests {
 
     #[test]
     fn paths_map_to_their_function() {
-        assert_eq!(function_for("/api/v1/files/upload"), Some(Function::Upload));
-        assert_eq!(function_for("/api/v1/messages/x/attachments"), Some(Function::Upload));
-        assert_eq!(function_for("/api/v1/kb"), Some(Function::Knowledge));
-        assert_eq!(function_for("/api/v1/rag/embedding-models"), Some(Function::Knowledge));
-        assert_eq!(function_for("/api/v1/kb/x/documents"), Some(Function::Upload));
-        assert_eq!(function_for("/api/v1/kb/x/ingestion"), Some(Function::Knowledge));
-        assert_eq!(function_for("/api/v1/rag/collections/c/ingest"), Some(Function::Upload));
-        assert_eq!(function_for("/api/v1/rag/collections/c/info"), Some(Function::Knowledge));
-        assert_eq!(function_for("/api/v1/rag/supported-formats"), Some(Function::Upload));
-        assert_eq!(function_for("/api/v1/elsewhere"), None);
-        assert_eq!(function_for("/files"), None);
+        assert_eq!(function_for("GET", "/api/v1/files/upload"), Some(Function::Upload));
+        assert_eq!(function_for("GET", "/api/v1/messages/x/attachments"), Some(Function::Upload));
+        assert_eq!(function_for("GET", "/api/v1/kb"), Some(Function::Knowledge));
+        assert_eq!(function_for("GET", "/api/v1/rag/embedding-models"), Some(Function::Knowledge));
+        assert_eq!(function_for("POST", "/api/v1/kb/x/documents/uploads"), Some(Function::Upload));
+        assert_eq!(function_for("POST", "/api/v1/kb/x/documents"), Some(Function::Upload));
+        assert_eq!(function_for("GET", "/api/v1/kb/x/documents"), Some(Function::Knowledge));
+        assert_eq!(function_for("GET", "/api/v1/kb/x/ingestion"), Some(Function::Knowledge));
+        assert_eq!(function_for("POST", "/api/v1/rag/collections/c/ingest"), Some(Function::Upload));
+        assert_eq!(function_for("GET", "/api/v1/rag/collections/c/info"), Some(Function::Knowledge));
+        assert_eq!(function_for("GET", "/api/v1/rag/supported-formats"), Some(Function::Upload));
+        assert_eq!(function_for("GET", "/api/v1/elsewhere"), None);
+        assert_eq!(function_for("GET", "/files"), None);
     }
 }

@@ -185,6 +185,27 @@ impl Db {
         Ok(Accepted::Recorded { outbox_id })
     }
 
+    /// A base's documents, newest first, `limit` at a time after the document `after`.
+    pub async fn documents_of(
+        &self,
+        kb_id: Uuid,
+        after: Option<Uuid>,
+        limit: i64,
+    ) -> Result<Vec<Document>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT {DOCUMENT_COLUMNS} FROM rag_documents WHERE kb_id = $1 AND ($2::uuid IS NULL OR \
+                     (created_at, id) < (SELECT created_at, id FROM rag_documents WHERE id = $2 AND kb_id = $1)) \
+                     ORDER BY created_at DESC, id DESC LIMIT $3"
+                ),
+                &[&kb_id, &after, &limit],
+            )
+            .await?;
+        Ok(rows.iter().map(document).collect())
+    }
+
     /// The document a presigned upload lands for.
     pub async fn document_by_storage_path(&self, key: &str) -> Result<Option<Document>, StoreError> {
         let client = self.client().await?;
