@@ -532,3 +532,56 @@ async fn a_presigned_document_is_ingested_when_its_bytes_land_and_judged_again_t
     assert!(message.starts_with("parse: size_mismatch: "), "{message}");
     assert!(stack.keys_under(&format!("document-uploads/{kb_id}/{}", id.simple())).await.is_empty());
 }
+
+#[tokio::test]
+async fn a_replacement_retires_the_earlier_document_of_its_name_and_nothing_else() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let base = base_with(&stack, &user, None).await;
+    let (kb_id, collection) = (base["id"].as_str().expect("id"), base["collection_name"].as_str().expect("name"));
+    let path = format!("/kb/{kb_id}/documents");
+    let send = |name: &str, text: &str, replace: Option<&str>| {
+        let mut form = file_form(name, None, text.as_bytes().to_vec());
+        if let Some(replace) = replace {
+            form = form.text("replace", replace.to_owned());
+        }
+        form
+    };
+    for form in [
+        send("policy.md", "# Policy\n\nVersion one.\n", None),
+        send("policy.md", "# Policy\n\nVersion two.\n", None),
+        send("other.md", "# Other\n\nUnrelated.\n", None),
+    ] {
+        assert_eq!(upload(&stack, &user, &path, form).await.0, 202);
+    }
+    settled(&stack, &user, kb_id).await;
+    let (status, refused) = upload(&stack, &user, &path, send("policy.md", "x", Some("maybe"))).await;
+    assert_eq!(status, 400, "{refused}");
+    let (status, answer) =
+        upload(&stack, &user, &path, send("policy.md", "# Policy\n\nVersion three.\n", Some("true"))).await;
+    assert_eq!(status, 202, "{answer}");
+    settled(&stack, &user, kb_id).await;
+
+    let db = stack.db().await;
+    let rows: Vec<(String, String)> = db
+        .query("SELECT filename, id::text FROM rag_documents WHERE kb_id = $1::text::uuid ORDER BY filename", &[&kb_id])
+        .await
+        .expect("rows")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let kept: Vec<&str> = rows.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(kept, ["other.md", "policy.md"], "both earlier policy.md rows are retired");
+    assert_eq!(rows[1].1, answer["tracking_id"].as_str().expect("id"), "the replacement is the one kept");
+    let contents: Vec<String> = db
+        .query(&format!("SELECT content FROM rag_{collection} ORDER BY content"), &[])
+        .await
+        .expect("chunks")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(contents.iter().all(|c| !c.contains("Version one") && !c.contains("Version two")), "{contents:?}");
+    assert!(contents.iter().any(|c| c.contains("Version three")) && contents.iter().any(|c| c.contains("Unrelated")));
+    let objects = stack.keys_under(&format!("documents/{kb_id}/")).await;
+    assert_eq!(objects.len(), 2, "the retired originals are removed: {objects:?}");
+}

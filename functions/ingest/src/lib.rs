@@ -175,8 +175,15 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
     }
     state.db.ensure_vector_table(&base.collection_name, base.embedding_dim).await?;
     match state.db.write_chunks(document, &rows).await? {
-        WriteOutcome::Written(count) => {
-            tracing::info!(id = %document.id, chunks = count, collection = %base.collection_name, "document indexed");
+        WriteOutcome::Written { chunks, retired_objects } => {
+            tracing::info!(id = %document.id, chunks, retired = retired_objects.len() / 2,
+                collection = %base.collection_name, "document indexed");
+            // The replaced documents' rows are gone; a copy left behind is only storage.
+            for key in retired_objects {
+                if let Err(error) = state.blob.delete(&key).await {
+                    tracing::error!(error = ?error, key, "a replaced document's object remains");
+                }
+            }
             Ok(())
         }
         WriteOutcome::Reserved => Err(Attempt::Failed(failure(

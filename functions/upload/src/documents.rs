@@ -4,7 +4,10 @@
 //! name says, and the upload's chunking override merged onto the base's and judged as a
 //! whole. Then the original is stored, the tracking row and its outbox row are committed
 //! together, and the parse job is sent after the commit (the sweep re-sends it if that
-//! send fails). The answer is `202` with every field of `RAGIngestResponse`.
+//! send fails). The answer is `202` with every field of `RAGIngestResponse`. With
+//! `replace=true` the document, once indexed, retires the base's earlier documents of the
+//! same filename (their rows, chunks and stored copies); without it nothing is retired: a
+//! filename is not an address, and two uploads of one name may both be meant.
 
 use crate::multipart::read_form;
 use crate::{AppState, UploadError};
@@ -69,12 +72,13 @@ pub async fn ingest(
         _ => Bytes::new(),
     };
     let limit = state.config.max_upload_bytes;
-    let (file, fields) = read_form(content_type.as_deref(), body, limit, &["ingestion", "organizational_unit"])
-        .await
-        .map_err(|error| match error {
-        UploadError::TooLarge { limit_bytes } => UploadError::DocumentTooLarge { limit_bytes },
-        other => other,
-    })?;
+    let (file, fields) =
+        read_form(content_type.as_deref(), body, limit, &["ingestion", "organizational_unit", "replace"])
+            .await
+            .map_err(|error| match error {
+                UploadError::TooLarge { limit_bytes } => UploadError::DocumentTooLarge { limit_bytes },
+                other => other,
+            })?;
 
     let kind = sluice_formats::kind_for_filename(&file.filename).filter(|k| sluice_formats::ingestible(k));
     if kind.is_none() {
@@ -90,6 +94,11 @@ pub async fn ingest(
         .map_err(UploadError::Refused)?;
     let config = chunking(&base, fields.get("ingestion"))?;
     let unit = organizational_unit(fields.get("organizational_unit"))?;
+    let replace_previous = match fields.get("replace").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("" | "false" | "0") => false,
+        Some("true" | "1") => true,
+        Some(_) => return Err(UploadError::invalid("replace", "replace must be true or false")),
+    };
 
     let id = Uuid::new_v4();
     let storage_path = format!("documents/{}/{}/{}", base.id, id.simple(), safe_filename(&file.filename));
@@ -114,6 +123,7 @@ pub async fn ingest(
         document_date: OffsetDateTime::now_utc().date(),
         content_hash: Some(hex::encode(sha2::Sha256::digest(&file.bytes))),
         ingestion_config: config.to_value(),
+        replace_previous,
         created_at: OffsetDateTime::now_utc(),
         completed_at: None,
     };
@@ -259,6 +269,11 @@ pub async fn create_intent(
         Some(_) => return Err(UploadError::invalid("organizational_unit", "organizational_unit must be a string")),
     };
     let unit = organizational_unit(unit_text.as_ref())?;
+    let replace_previous = match body.get("replace") {
+        None | Some(serde_json::Value::Null) => false,
+        Some(serde_json::Value::Bool(flag)) => *flag,
+        Some(_) => return Err(UploadError::invalid("replace", "replace must be true or false")),
+    };
 
     let id = Uuid::new_v4();
     let ttl = std::time::Duration::from_secs(state.config.upload_intent_ttl_secs);
@@ -286,6 +301,7 @@ pub async fn create_intent(
         document_date: OffsetDateTime::now_utc().date(),
         content_hash: None,
         ingestion_config: config.to_value(),
+        replace_previous,
         created_at: OffsetDateTime::now_utc(),
         completed_at: None,
     };

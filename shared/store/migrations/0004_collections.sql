@@ -88,6 +88,8 @@ CREATE TABLE rag_documents (
     -- override), so a queued run is not changed by a later edit of the base.
     ingestion_config     jsonb NOT NULL DEFAULT '{}',
     parsed_path          text,
+    -- Asked to replace the base's earlier documents of the same filename once it is indexed.
+    replace_previous     boolean NOT NULL DEFAULT false,
     -- A presigned upload's deadline: until the bytes land the row waits for them.
     upload_expires_at    timestamptz,
     created_at           timestamptz NOT NULL DEFAULT now(),

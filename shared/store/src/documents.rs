@@ -34,13 +34,16 @@ pub struct Document {
     pub document_date: Date,
     pub content_hash: Option<String>,
     pub ingestion_config: serde_json::Value,
+    /// Once indexed, it retires the base's earlier documents of the same filename.
+    pub replace_previous: bool,
     pub created_at: OffsetDateTime,
     pub completed_at: Option<OffsetDateTime>,
 }
 
 const DOCUMENT_COLUMNS: &str = "id, collection_name, kb_id, org_id, owner_id, filename, filesize, filetype, \
     mime_type, status, error_message, vector_document_id, chunk_count, storage_path, parsed_path, \
-    organizational_unit, source, document_date, content_hash, ingestion_config, created_at, completed_at";
+    organizational_unit, source, document_date, content_hash, ingestion_config, replace_previous, created_at, \
+    completed_at";
 
 fn document(row: &Row) -> Document {
     Document {
@@ -64,6 +67,7 @@ fn document(row: &Row) -> Document {
         document_date: row.get("document_date"),
         content_hash: row.get("content_hash"),
         ingestion_config: row.get("ingestion_config"),
+        replace_previous: row.get("replace_previous"),
         created_at: row.get("created_at"),
         completed_at: row.get("completed_at"),
     }
@@ -99,9 +103,14 @@ pub struct ChunkRow {
 }
 
 /// How a chunk write ended: only `Written` changed anything.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteOutcome {
-    Written(usize),
+    /// The chunks written, and the stored objects of the documents this one replaced
+    /// (their rows and chunks are gone; the objects are the caller's to delete).
+    Written {
+        chunks: usize,
+        retired_objects: Vec<String>,
+    },
     /// The document was deleted (or already finished) before the write: nothing written.
     DocumentGone,
     AlreadyDone,
@@ -151,8 +160,8 @@ impl Db {
         tx.execute(
             "INSERT INTO rag_documents (id, collection_name, kb_id, org_id, owner_id, filename, filesize, filetype, \
              mime_type, status, storage_path, organizational_unit, source, document_date, content_hash, ingestion_config, \
-             upload_expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'processing', $10, $11, $12, $13, $14, $15, $16)",
+             upload_expires_at, replace_previous) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'processing', $10, $11, $12, $13, $14, $15, $16, $17)",
             &[
                 &new.id,
                 &new.collection_name,
@@ -170,6 +179,7 @@ impl Db {
                 &new.content_hash,
                 &new.ingestion_config,
                 &expires_at,
+                &new.replace_previous,
             ],
         )
         .await?;
@@ -344,8 +354,27 @@ impl Db {
             &[&doc.id, &count],
         )
         .await?;
+        // A replacement: the new vectors are in; the older documents of the same name in
+        // the same base go, rows first (waiting for any write of theirs in flight), then
+        // their chunks.
+        let mut retired_objects = Vec::new();
+        if doc.replace_previous {
+            let retired = tx
+                .query(
+                    "DELETE FROM rag_documents WHERE kb_id = $1 AND filename = $2 AND id <> $3 AND created_at <= $4 \
+                     RETURNING id, storage_path, parsed_path",
+                    &[&doc.kb_id, &doc.filename, &doc.id, &doc.created_at],
+                )
+                .await?;
+            let ids: Vec<Uuid> = retired.iter().map(|r| r.get(0)).collect();
+            tx.execute(&format!("DELETE FROM {table} WHERE document_id = ANY($1)"), &[&ids]).await?;
+            for row in &retired {
+                retired_objects.extend(row.get::<_, Option<String>>(1));
+                retired_objects.extend(row.get::<_, Option<String>>(2));
+            }
+        }
         tx.commit().await?;
-        Ok(WriteOutcome::Written(usize::try_from(written).unwrap_or(usize::MAX)))
+        Ok(WriteOutcome::Written { chunks: usize::try_from(written).unwrap_or(usize::MAX), retired_objects })
     }
 
     /// Puts a failed document back to `processing` (clearing its failure and parsed text)
