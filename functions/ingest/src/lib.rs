@@ -13,10 +13,9 @@ pub use error::IngestError;
 use sluice_blob::{Blob, BlobError};
 use sluice_chunk::chunk;
 use sluice_domain::Config;
-use sluice_domain::catalog;
 use sluice_domain::ingestion::IngestionConfig;
 use sluice_embed::client::{RetryPolicy, Target, embed};
-use sluice_embed::credentials::{KeyResolution, resolve_key};
+use sluice_embed::credentials::target_for;
 use sluice_queue::SqsBatchResponse;
 use sluice_queue::jobs::{DocumentJob, receive_count};
 use sluice_store::{ChunkRow, Db, Document, KnowledgeBase, WriteOutcome};
@@ -200,33 +199,8 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
 
 /// Where the base embeds and with whose key; `Failed` when it cannot (no key, no service).
 async fn target(state: &State, base: &KnowledgeBase) -> Result<Target, Attempt> {
-    let Some(provider) = catalog::provider(&base.embedding_provider) else {
-        return Err(Attempt::Failed(failure("embed", "UnknownProvider", "move the collection to a catalog provider")));
-    };
-    let dimensions = usize::try_from(base.embedding_dim).unwrap_or_default();
-    let (base_url, api_key) = match resolve_key(&state.db, &state.vault, base).await? {
-        KeyResolution::Keyless => {
-            let endpoint = match base.embedding_endpoint_id {
-                Some(id) => state.db.embedding_endpoint(id).await?,
-                None => None,
-            };
-            let Some(endpoint) = endpoint else {
-                return Err(Attempt::Failed(failure(
-                    "embed",
-                    "NoLocalService",
-                    &format!(
-                        "collection {} names no registered {} service; choose one (PATCH /kb/{})",
-                        base.collection_name, provider.id, base.id
-                    ),
-                )));
-            };
-            (endpoint.base_url, None)
-        }
-        KeyResolution::Key(key) => {
-            let url = base.embedding_base_url.clone().or_else(|| provider.base_url.clone()).unwrap_or_default();
-            (url, Some(key))
-        }
-        KeyResolution::NoKey(why) => return Err(Attempt::Failed(format!("embed: NoKey: {}", why.refusal(base)))),
-    };
-    Ok(Target { base_url, model: base.embedding_model.clone(), dimensions, api_key })
+    match target_for(&state.db, &state.vault, base).await? {
+        Ok(target) => Ok(target),
+        Err(refusal) => Err(Attempt::Failed(format!("embed: NoUsableCredential: {refusal}"))),
+    }
 }

@@ -26,6 +26,12 @@ pub enum KnowledgeError {
     Forbidden(String),
     #[error("{field}: {message}")]
     Conflict { field: &'static str, message: String },
+    /// A well-formed request the service cannot honour as asked (an empty filter list).
+    #[error("{field}: {message}")]
+    Unprocessable { field: &'static str, message: String },
+    /// A collection that cannot embed right now (no usable key, no service, provider down).
+    #[error("{field}: {message}")]
+    Unusable { field: &'static str, message: String },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -49,6 +55,12 @@ impl KnowledgeError {
                 .fold(ApiError::new(400, "invalid_request", message), |error, (field, why)| error.field(&field, why)),
             Self::Forbidden(message) => ApiError::new(403, "forbidden", message),
             Self::Conflict { field, message } => ApiError::new(409, "conflict", message.clone()).field(field, message),
+            Self::Unprocessable { field, message } => {
+                ApiError::new(422, "unprocessable", message.clone()).field(field, message)
+            }
+            Self::Unusable { field, message } => {
+                ApiError::new(409, "collection_unusable", message.clone()).field(field, message)
+            }
             Self::Store(error) => {
                 tracing::error!(error = %error, "database failure");
                 ApiError::unavailable()

@@ -8,6 +8,7 @@ mod embedding;
 mod endpoints;
 mod error;
 mod fields;
+mod search;
 mod secrets;
 
 pub use error::KnowledgeError;
@@ -67,6 +68,8 @@ enum Route {
     CreateCollection(String),
     DropCollection(String),
     CollectionInfo(String),
+    FilterValues(String),
+    Search,
     CreateSecret,
     ListSecrets,
     DeleteSecret(Uuid),
@@ -95,6 +98,8 @@ fn route(method: &str, path: &str) -> Option<Route> {
         ("POST", ["rag", "collections", name]) => Route::CreateCollection((*name).to_owned()),
         ("DELETE", ["rag", "collections", name]) => Route::DropCollection((*name).to_owned()),
         ("GET", ["rag", "collections", name, "info"]) => Route::CollectionInfo((*name).to_owned()),
+        ("GET", ["rag", "collections", name, "filter-values"]) => Route::FilterValues((*name).to_owned()),
+        ("POST", ["rag", "search"]) => Route::Search,
         ("POST", ["secrets"]) => Route::CreateSecret,
         ("GET", ["secrets"]) => Route::ListSecrets,
         ("DELETE", ["secrets", id]) => Uuid::parse_str(id).map_or(Route::NoSuchSecret, Route::DeleteSecret),
@@ -124,6 +129,8 @@ pub async fn handle(state: &State, request: Request) -> Response<Body> {
             Route::CreateCollection(name) => collections::create(state, &caller, &name, &request).await,
             Route::DropCollection(name) => collections::drop(state, &caller, &name).await,
             Route::CollectionInfo(name) => collections::info(state, &caller, &name).await,
+            Route::FilterValues(name) => search::filter_values(state, &caller, &name).await,
+            Route::Search => search::search(state, &caller, &request).await,
             Route::CreateSecret => secrets::create(state, &caller, &request).await,
             Route::ListSecrets => secrets::list(state, &caller).await,
             Route::DeleteSecret(id) => secrets::delete(state, &caller, id).await,

@@ -74,6 +74,43 @@ pub enum ResolveError {
     KeyService(#[source] VaultError),
 }
 
+/// Where `base` embeds and with whose key: `Ok(Err(refusal))` when it cannot (no usable key,
+/// no registered local service), the refusal naming the collection and what to do.
+pub async fn target_for(
+    db: &Db,
+    vault: &Vault,
+    base: &KnowledgeBase,
+) -> Result<Result<crate::client::Target, String>, ResolveError> {
+    let Some(provider) = sluice_domain::catalog::provider(&base.embedding_provider) else {
+        return Ok(Err(format!(
+            "collection {} embeds through {}, which the catalog no longer has; move it to a catalog provider",
+            base.collection_name, base.embedding_provider
+        )));
+    };
+    let dimensions = usize::try_from(base.embedding_dim).unwrap_or_default();
+    let (base_url, api_key) = match resolve_key(db, vault, base).await? {
+        KeyResolution::Keyless => {
+            let endpoint = match base.embedding_endpoint_id {
+                Some(id) => db.embedding_endpoint(id).await?,
+                None => None,
+            };
+            let Some(endpoint) = endpoint else {
+                return Ok(Err(format!(
+                    "collection {} names no registered {} service; choose one (PATCH /kb/{} embedding_endpoint_id)",
+                    base.collection_name, provider.id, base.id
+                )));
+            };
+            (endpoint.base_url, None)
+        }
+        KeyResolution::Key(key) => {
+            let url = base.embedding_base_url.clone().or_else(|| provider.base_url.clone()).unwrap_or_default();
+            (url, Some(key))
+        }
+        KeyResolution::NoKey(why) => return Ok(Err(why.refusal(base))),
+    };
+    Ok(Ok(crate::client::Target { base_url, model: base.embedding_model.clone(), dimensions, api_key }))
+}
+
 /// Resolves the key `base` embeds with.
 pub async fn resolve_key(db: &Db, vault: &Vault, base: &KnowledgeBase) -> Result<KeyResolution, ResolveError> {
     let keyless = sluice_domain::catalog::provider(&base.embedding_provider).is_some_and(|p| p.keyless);

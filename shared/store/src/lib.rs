@@ -6,6 +6,7 @@ mod credentials;
 mod documents;
 mod knowledge;
 mod migrate;
+mod search;
 mod vectors;
 
 pub use chat_files::{ChatFile, LandedFile, NewChatFile, NewUploadIntent};
@@ -15,6 +16,7 @@ pub use documents::{
     Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, WriteOutcome,
 };
 pub use knowledge::{Claim, Claimant, GrantedBase, KnowledgeBase};
+pub use search::{Hit, ScopeBase, SearchFilters};
 pub use vectors::{VECTOR_TABLE_COMMENT, VectorTableError, vector_table_ddl};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};

@@ -1,0 +1,265 @@
+//! `POST /rag/search` and `GET /rag/collections/{name}/filter-values`. Every collection a
+//! search names is resolved through the access decision before the first vector is read;
+//! one the caller cannot reach refuses the whole search with exactly the answer a missing
+//! one gets. The scope (bases and their tenants) comes from the resolved rows, never from
+//! the body.
+
+use crate::collections::resolve;
+use crate::error::{KnowledgeError, invalid};
+use crate::{State, bases};
+use lambda_http::{Body, Request, Response};
+use serde_json::{Map, Value, json};
+use sluice_domain::Caller;
+use sluice_domain::access::Access;
+use sluice_embed::client::{RetryPolicy, embed};
+use sluice_embed::credentials::target_for;
+use sluice_store::{Hit, KnowledgeBase, ScopeBase, SearchFilters};
+use sluice_web::json_response;
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+pub const DEFAULT_TOP_K: i64 = 5;
+pub const MAX_TOP_K: i64 = 100;
+/// The longest query embedded.
+const MAX_QUERY_CHARS: usize = 8_000;
+
+/// A `422` naming the field: an empty filter list would read as "match everything".
+fn unprocessable(field: &'static str, message: &str) -> KnowledgeError {
+    KnowledgeError::Unprocessable { field, message: message.to_owned() }
+}
+
+fn string_list(filters: &Map<String, Value>, field: &'static str) -> Result<Option<Vec<String>>, KnowledgeError> {
+    match filters.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) if items.is_empty() => {
+            Err(unprocessable(field, "an empty list matches nothing; leave the filter out instead"))
+        }
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .map(Some)
+            .ok_or_else(|| invalid(field, format!("filters.{field} must be a list of non-empty strings"))),
+        Some(_) => Err(invalid(field, format!("filters.{field} must be a list of strings"))),
+    }
+}
+
+fn date(filters: &Map<String, Value>, field: &'static str) -> Result<Option<time::Date>, KnowledgeError> {
+    let format = time::macros::format_description!("[year]-[month]-[day]");
+    match filters.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => time::Date::parse(text, &format)
+            .map(Some)
+            .map_err(|_| invalid(field, format!("filters.{field} must be a date, YYYY-MM-DD"))),
+        Some(_) => Err(invalid(field, format!("filters.{field} must be a date, YYYY-MM-DD"))),
+    }
+}
+
+/// The legacy `filter` string: exactly `parent_doc_id == "<uuid>"`, nothing else.
+fn legacy_filter(text: &str) -> Option<Uuid> {
+    let rest = text.trim().strip_prefix("parent_doc_id")?.trim_start().strip_prefix("==")?.trim();
+    let quoted = rest.strip_prefix('"')?.strip_suffix('"')?;
+    Uuid::parse_str(quoted).ok()
+}
+
+/// The filters of a search body: `filters` and the legacy `filter`, never both for one thing.
+pub fn parse_filters(body: &Map<String, Value>) -> Result<SearchFilters, KnowledgeError> {
+    let mut filters = SearchFilters::default();
+    match body.get("filters") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(given)) => {
+            const KNOWN: &[&str] =
+                &["source", "document_type", "organizational_unit", "date_from", "date_to", "parent_doc_id"];
+            if let Some(unknown) = given.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+                return Err(invalid("filters", format!("{unknown} is not a filter; filters are {}", KNOWN.join(", "))));
+            }
+            filters.source = string_list(given, "source")?;
+            filters.document_type = string_list(given, "document_type")?;
+            filters.organizational_unit = string_list(given, "organizational_unit")?;
+            filters.date_from = date(given, "date_from")?;
+            filters.date_to = date(given, "date_to")?;
+            filters.parent_doc_id = match given.get("parent_doc_id") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(id)) => Some(
+                    Uuid::parse_str(id)
+                        .map_err(|_| invalid("parent_doc_id", "filters.parent_doc_id must be a UUID"))?,
+                ),
+                Some(_) => return Err(invalid("parent_doc_id", "filters.parent_doc_id must be a UUID")),
+            };
+        }
+        Some(_) => return Err(invalid("filters", "filters must be an object")),
+    }
+    match body.get("filter") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) if text.trim().is_empty() => {}
+        Some(Value::String(text)) => {
+            let parent = legacy_filter(text).ok_or_else(|| {
+                invalid("filter", "the filter string accepts only parent_doc_id == \"<id>\"; use filters for the rest")
+            })?;
+            if filters.parent_doc_id.is_some() {
+                return Err(invalid("filter", "give parent_doc_id in filters or in filter, not both"));
+            }
+            filters.parent_doc_id = Some(parent);
+        }
+        Some(_) => return Err(invalid("filter", "filter must be a string")),
+    }
+    Ok(filters)
+}
+
+/// `POST /rag/search` `{query, collections, top_k?, filters?, filter?}`; an agent bound to
+/// bases names them instead (`knowledge_base_ids`), and searches exactly their scope.
+pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result<Response<Body>, KnowledgeError> {
+    let body = crate::fields::object(request)?;
+    crate::fields::only(&body, &["query", "collections", "knowledge_base_ids", "top_k", "filters", "filter"])?;
+    let query = crate::fields::required_text(&body, "query")?;
+    if query.chars().count() > MAX_QUERY_CHARS {
+        return Err(invalid("query", format!("the query is longer than {MAX_QUERY_CHARS} characters")));
+    }
+    let top_k = match body.get("top_k") {
+        None | Some(Value::Null) => DEFAULT_TOP_K,
+        Some(value) => value
+            .as_i64()
+            .filter(|k| (1..=MAX_TOP_K).contains(k))
+            .ok_or_else(|| invalid("top_k", format!("top_k must be 1 to {MAX_TOP_K}")))?,
+    };
+    let filters = parse_filters(&body)?;
+
+    // Every base the search reads, resolved before any vector is.
+    let mut bases: Vec<KnowledgeBase> = Vec::new();
+    let names = match body.get("collections") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| invalid("collections", "collections must be a list of names"))?,
+        Some(_) => return Err(invalid("collections", "collections must be a list of names")),
+    };
+    for name in &names {
+        bases.push(resolve(state, caller, name, Access::View).await?.0);
+    }
+    if let Some(ids) = body.get("knowledge_base_ids") {
+        let ids = ids
+            .as_array()
+            .and_then(|items| {
+                items.iter().map(|v| v.as_str().and_then(|s| Uuid::parse_str(s).ok())).collect::<Option<Vec<_>>>()
+            })
+            .ok_or_else(|| invalid("knowledge_base_ids", "knowledge_base_ids must be a list of UUIDs"))?;
+        for id in ids {
+            bases.push(bases::reach(state, caller, id, Access::View).await?.0);
+        }
+    }
+    if bases.is_empty() {
+        return Err(invalid("collections", "name at least one collection"));
+    }
+    // One query per collection name: bases sharing a name share its table and its model.
+    let mut by_name: BTreeMap<String, Vec<KnowledgeBase>> = BTreeMap::new();
+    for base in bases {
+        let group = by_name.entry(base.collection_name.clone()).or_default();
+        if !group.iter().any(|b| b.id == base.id) {
+            group.push(base);
+        }
+    }
+    let mut hits: Vec<(String, Hit)> = Vec::new();
+    for (name, group) in &by_name {
+        let target = match target_for(&state.db, &state.vault, &group[0]).await.map_err(key_service)? {
+            Ok(target) => target,
+            Err(refusal) => return Err(KnowledgeError::Unusable { field: "collections", message: refusal }),
+        };
+        let vector = match embed(&state.http, &target, std::slice::from_ref(&query), RetryPolicy::default()).await {
+            Ok(mut vectors) => vectors.remove(0),
+            Err(error) => {
+                tracing::warn!(collection = %name, error = %error, "query not embedded");
+                return Err(KnowledgeError::Unusable {
+                    field: "collections",
+                    message: format!(
+                        "search refused: the query could not be embedded for collection {name} ({}): {}",
+                        error.type_name(),
+                        error.advice()
+                    ),
+                });
+            }
+        };
+        let scope: Vec<ScopeBase> = group.iter().map(|b| ScopeBase { kb_id: b.id, org_id: b.org_id }).collect();
+        for hit in state.db.search_chunks(name, &scope, &filters, &vector, top_k).await? {
+            hits.push((name.clone(), hit));
+        }
+    }
+    hits.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(a.1.chunk_id.cmp(&b.1.chunk_id)));
+    hits.truncate(usize::try_from(top_k).unwrap_or(usize::MAX));
+    let results: Vec<Value> = hits
+        .into_iter()
+        .map(|(collection, hit)| {
+            let mut metadata = match hit.metadata {
+                Value::Object(map) => map,
+                _ => Map::new(),
+            };
+            metadata.insert("kb_id".to_owned(), json!(hit.kb_id));
+            metadata.insert("chunk_id".to_owned(), json!(hit.chunk_id));
+            metadata.insert("source".to_owned(), json!(hit.source));
+            metadata.insert("document_type".to_owned(), json!(hit.document_type));
+            metadata.insert("organizational_unit".to_owned(), json!(hit.organizational_unit));
+            metadata.insert("document_date".to_owned(), json!(hit.document_date.map(|d| d.to_string())));
+            json!({
+                "collection": collection,
+                "document_id": hit.document_id,
+                "filename": hit.filename,
+                "chunk_index": hit.chunk_index,
+                "content": hit.content,
+                "score": hit.score,
+                "metadata": metadata,
+            })
+        })
+        .collect();
+    Ok(json_response(200, &json!({ "results": results })))
+}
+
+fn key_service(error: sluice_embed::credentials::ResolveError) -> KnowledgeError {
+    match error {
+        sluice_embed::credentials::ResolveError::Store(error) => KnowledgeError::Store(error),
+        sluice_embed::credentials::ResolveError::KeyService(error) => KnowledgeError::Vault(error),
+    }
+}
+
+/// `GET /rag/collections/{name}/filter-values`: the units present under the caller's scope.
+pub async fn filter_values(state: &State, caller: &Caller, name: &str) -> Result<Response<Body>, KnowledgeError> {
+    let (base, _) = resolve(state, caller, name, Access::View).await?;
+    let scope = [ScopeBase { kb_id: base.id, org_id: base.org_id }];
+    let values = state.db.filter_values(name, &scope).await?;
+    Ok(json_response(200, &json!({ "organizational_unit": values })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(value: Value) -> Map<String, Value> {
+        value.as_object().expect("object").clone()
+    }
+
+    #[test]
+    fn filters_refuse_what_they_cannot_honour() {
+        let id = Uuid::new_v4();
+        let parsed = parse_filters(&body(json!({"filter": format!("parent_doc_id == \"{id}\"")}))).expect("legacy");
+        assert_eq!(parsed.parent_doc_id, Some(id));
+        for refused in [
+            json!({"filter": "source == \"upload\""}),
+            json!({"filter": format!("parent_doc_id == \"{id}\" and x"), }),
+            json!({"filter": format!("parent_doc_id == \"{id}\""), "filters": {"parent_doc_id": id.to_string()}}),
+            json!({"filters": {"colour": ["red"]}}),
+            json!({"filters": {"date_from": "yesterday"}}),
+            json!({"filters": {"source": "upload"}}),
+        ] {
+            assert!(matches!(parse_filters(&body(refused.clone())), Err(KnowledgeError::Invalid { .. })), "{refused}");
+        }
+        assert!(matches!(
+            parse_filters(&body(json!({"filters": {"source": []}}))),
+            Err(KnowledgeError::Unprocessable { field: "source", .. })
+        ));
+        let full = parse_filters(&body(json!({"filters": {"source": ["upload"], "document_type": ["pdf", "md"],
+            "organizational_unit": ["Ops"], "date_from": "2026-01-01", "date_to": "2026-12-31"}})))
+        .expect("filters");
+        assert_eq!(full.document_type, Some(vec!["pdf".to_owned(), "md".to_owned()]));
+        assert_eq!(full.date_to.map(|d| d.to_string()), Some("2026-12-31".to_owned()));
+    }
+}

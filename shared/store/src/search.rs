@@ -1,0 +1,187 @@
+//! Vector search within a resolved scope. The scope — which bases, and the tenant each
+//! base's chunks carry — comes from the bases the access decision resolved, never from a
+//! request, and it is part of the SQL before the top-k, like every filter: a chunk without
+//! a value for a filtered dimension is excluded (SQL's `NULL` fails every comparison).
+//! Small tables are searched exactly; large ones through the HNSW index with pgvector's
+//! iterative scan, which keeps going until `k` rows pass the filters — and should the index
+//! still yield fewer than `k` (its scan budget spent), the search is repeated exactly, so a
+//! filter never silently returns fewer rows than match.
+
+use crate::vectors::vector_width;
+use crate::{Db, StoreError};
+use sluice_domain::collection::vector_table;
+use time::Date;
+use uuid::Uuid;
+
+/// One base a search may read: its chunks carry its id and its tenant (`None` for an app
+/// base or a personal base outside any organization).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScopeBase {
+    pub kb_id: Uuid,
+    pub org_id: Option<Uuid>,
+}
+
+/// The narrowing filters; each list is OR within, every field AND across.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchFilters {
+    pub source: Option<Vec<String>>,
+    pub document_type: Option<Vec<String>>,
+    pub organizational_unit: Option<Vec<String>>,
+    pub date_from: Option<Date>,
+    pub date_to: Option<Date>,
+    pub parent_doc_id: Option<Uuid>,
+}
+
+/// One matching chunk.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub chunk_id: Uuid,
+    pub kb_id: Option<Uuid>,
+    pub document_id: Uuid,
+    pub filename: Option<String>,
+    pub chunk_index: i32,
+    pub content: String,
+    pub score: f64,
+    pub source: Option<String>,
+    pub document_type: Option<String>,
+    pub organizational_unit: Option<String>,
+    pub document_date: Option<Date>,
+    pub metadata: serde_json::Value,
+}
+
+/// The nil UUID stands for "no tenant" inside the SQL, where `NULL` would match nothing.
+const NO_TENANT: Uuid = Uuid::nil();
+
+/// Up to this many rows in a collection's table, a search is an exact scan: a few
+/// milliseconds, and no approximation at all.
+pub const EXACT_SCAN_ROWS: i64 = 10_000;
+
+impl Db {
+    /// The `top_k` chunks of `collection` nearest `vector` within `scope` and `filters`,
+    /// best first. A collection with no vector table yet has no chunks.
+    pub async fn search_chunks(
+        &self,
+        collection: &str,
+        scope: &[ScopeBase],
+        filters: &SearchFilters,
+        vector: &[f32],
+        top_k: i64,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        if vector_width(&tx, collection).await?.is_none() || scope.is_empty() {
+            return Ok(Vec::new());
+        }
+        let table = vector_table(collection);
+        let kb_ids: Vec<Uuid> = scope.iter().map(|b| b.kb_id).collect();
+        let tenants: Vec<Uuid> = scope.iter().map(|b| b.org_id.unwrap_or(NO_TENANT)).collect();
+        let vector = pgvector::Vector::from(vector.to_vec());
+        let sql = format!(
+            "WITH nearest AS MATERIALIZED (
+                 SELECT id, kb_id, document_id, filename, chunk_index, content, metadata, source, document_type,
+                        organizational_unit, document_date, embedding <=> $1 AS distance
+                 FROM {table}
+                 WHERE (kb_id, coalesce(org_id, '{NO_TENANT}'::uuid)) IN
+                       (SELECT * FROM unnest($2::uuid[], $3::uuid[]))
+                   AND ($4::text[] IS NULL OR source = ANY($4))
+                   AND ($5::text[] IS NULL OR document_type = ANY($5))
+                   AND ($6::text[] IS NULL OR organizational_unit = ANY($6))
+                   AND ($7::date IS NULL OR document_date >= $7)
+                   AND ($8::date IS NULL OR document_date <= $8)
+                   AND ($9::uuid IS NULL OR document_id = $9)
+                 ORDER BY embedding <=> $1
+                 LIMIT $10)
+             SELECT * FROM nearest ORDER BY distance, id"
+        );
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 10] = [
+            &vector,
+            &kb_ids,
+            &tenants,
+            &filters.source,
+            &filters.document_type,
+            &filters.organizational_unit,
+            &filters.date_from,
+            &filters.date_to,
+            &filters.parent_doc_id,
+            &top_k,
+        ];
+        let exact = "SET LOCAL enable_indexscan = off";
+        let rows = if table_rows(&tx, &table).await? <= EXACT_SCAN_ROWS {
+            tx.batch_execute(exact).await?;
+            tx.query(&sql, &params).await?
+        } else {
+            // The index, scanned on until `top_k` rows pass the filters, in strict order.
+            let ef_search = (top_k * 4).clamp(40, 1000);
+            tx.batch_execute(&format!(
+                "SET LOCAL hnsw.iterative_scan = strict_order; SET LOCAL hnsw.ef_search = {ef_search}; \
+                 SET LOCAL hnsw.max_scan_tuples = 50000"
+            ))
+            .await?;
+            let rows = tx.query(&sql, &params).await?;
+            if (rows.len() as i64) < top_k {
+                tx.batch_execute(exact).await?;
+                tx.query(&sql, &params).await?
+            } else {
+                rows
+            }
+        };
+        tx.commit().await?;
+        Ok(rows
+            .iter()
+            .map(|r| Hit {
+                chunk_id: r.get("id"),
+                kb_id: r.get("kb_id"),
+                document_id: r.get("document_id"),
+                filename: r.get("filename"),
+                chunk_index: r.get("chunk_index"),
+                content: r.get("content"),
+                score: 1.0 - r.get::<_, f64>("distance"),
+                source: r.get("source"),
+                document_type: r.get("document_type"),
+                organizational_unit: r.get("organizational_unit"),
+                document_date: r.get("document_date"),
+                metadata: r.get("metadata"),
+            })
+            .collect())
+    }
+
+    /// The table's size as the planner knows it, or counted up to just past the exact-scan
+    /// bound when the table was never analysed.
+    /// The `organizational_unit` values present in `collection` within `scope`, sorted;
+    /// never the empty string.
+    pub async fn filter_values(&self, collection: &str, scope: &[ScopeBase]) -> Result<Vec<String>, StoreError> {
+        let client = self.client().await?;
+        if vector_width(&client, collection).await?.is_none() || scope.is_empty() {
+            return Ok(Vec::new());
+        }
+        let table = vector_table(collection);
+        let kb_ids: Vec<Uuid> = scope.iter().map(|b| b.kb_id).collect();
+        let tenants: Vec<Uuid> = scope.iter().map(|b| b.org_id.unwrap_or(NO_TENANT)).collect();
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT DISTINCT organizational_unit FROM {table} \
+                     WHERE (kb_id, coalesce(org_id, '{NO_TENANT}'::uuid)) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[])) \
+                     AND organizational_unit IS NOT NULL AND organizational_unit <> '' ORDER BY 1"
+                ),
+                &[&kb_ids, &tenants],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+}
+
+/// A table's row count as the planner estimates it, or counted up to just past
+/// `EXACT_SCAN_ROWS` when it was never analysed.
+async fn table_rows(client: &impl deadpool_postgres::GenericClient, table: &str) -> Result<i64, StoreError> {
+    let estimate: f32 =
+        client.query_one("SELECT reltuples FROM pg_class WHERE oid = $1::text::regclass", &[&table]).await?.get(0);
+    if estimate >= 0.0 {
+        return Ok(estimate as i64);
+    }
+    let limit = EXACT_SCAN_ROWS + 1;
+    Ok(client
+        .query_one(&format!("SELECT count(*) FROM (SELECT 1 FROM {table} LIMIT $1) AS sample"), &[&limit])
+        .await?
+        .get(0))
+}

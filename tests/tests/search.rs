@@ -1,0 +1,312 @@
+//! Search on the running stack: random tenants, bases sharing a name, chunks with random
+//! filter values; every search answers what a brute-force pass over the same rows, in the
+//! caller's reach and under every filter, answers — and nothing of anyone else's.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use sluice_e2e::{Stack, User};
+use std::collections::HashMap;
+use uuid::Uuid;
+
+/// A small deterministic generator, so a failure can be replayed from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn unit_vector(&mut self) -> Vec<f32> {
+        let v: Vec<f32> = (0..384).map(|_| (self.next() % 2001) as f32 / 1000.0 - 1.0).collect();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.into_iter().map(|x| x / norm).collect()
+    }
+}
+
+fn literal(v: &[f32]) -> String {
+    format!("[{}]", v.iter().map(f32::to_string).collect::<Vec<_>>().join(","))
+}
+
+async fn query_vector(text: &str) -> Vec<f32> {
+    let target = sluice_embed::client::Target {
+        base_url: std::env::var("SLUICE_LOCAL_EMBEDDINGS_URL").expect("the local service"),
+        model: "all-minilm-l6-v2".to_owned(),
+        dimensions: 384,
+        api_key: None,
+    };
+    let http = sluice_embed::http_client();
+    sluice_embed::client::embed(&http, &target, &[text.to_owned()], Default::default()).await.expect("embed").remove(0)
+}
+
+#[derive(Debug, Clone)]
+struct Chunk {
+    id: Uuid,
+    kb_id: Option<Uuid>,
+    org_id: Option<Uuid>,
+    document_id: Uuid,
+    source: Option<&'static str>,
+    document_type: Option<&'static str>,
+    unit: Option<&'static str>,
+    date: Option<time::Date>,
+    embedding: Vec<f32>,
+}
+
+#[tokio::test]
+async fn every_search_is_the_brute_force_answer_within_reach_and_filters() {
+    let stack = Stack::from_env().await;
+    let db = stack.db().await;
+    let store = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    let seed = std::env::var("SLUICE_SEARCH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5EED_u64);
+    let mut rng = Rng(seed);
+    let (org_a, org_b) = (Uuid::new_v4(), Uuid::new_v4());
+    let editor_a = User::with(Some(org_a), &["collections:view", "collections:edit"], false);
+    let member_a = User::with(Some(org_a), &["collections:view"], false);
+    let editor_b = User::with(Some(org_b), &["collections:view"], false);
+    let loner = User::new();
+    let outsider = User::with(Some(Uuid::new_v4()), &["collections:view"], false);
+    let callers = [&editor_a, &member_a, &editor_b, &loner, &outsider];
+    let endpoint: Uuid = db
+        .query_one("SELECT id FROM embedding_endpoints WHERE org_id IS NULL AND provider = 'local' LIMIT 1", &[])
+        .await
+        .expect("the stack's local service")
+        .get(0);
+
+    // One name, five bases: the app's, each organization's, a member's personal base in A,
+    // and a personal base outside any organization (legacy rows; claims forbid this today).
+    let name = format!("shared_{}", &Uuid::new_v4().simple().to_string()[..10]);
+    let bases: Vec<(Uuid, &str, Uuid, Option<Uuid>)> = vec![
+        (Uuid::new_v4(), "app", Uuid::new_v4(), None),
+        (Uuid::new_v4(), "org", editor_a.id, Some(org_a)),
+        (Uuid::new_v4(), "org", editor_b.id, Some(org_b)),
+        (Uuid::new_v4(), "personal", member_a.id, Some(org_a)),
+        (Uuid::new_v4(), "personal", loner.id, None),
+    ];
+    for (i, (id, scope, owner, org)) in bases.iter().enumerate() {
+        db.execute(
+            "INSERT INTO knowledge_bases (id, name, scope, owner_id, org_id, collection_name, embedding_provider, \
+             embedding_model, embedding_dim, embedding_endpoint_id, created_at) \
+             VALUES ($1, 'Shared', $2, $3, $4, $5, 'local', 'all-minilm-l6-v2', 384, $6, now() + make_interval(secs => $7))",
+            &[id, scope, owner, org, &name, &endpoint, &(i as f64)],
+        )
+        .await
+        .expect("base");
+    }
+    store.ensure_vector_table(&name, 384).await.expect("table");
+    let sources = [Some("upload"), Some("google_drive"), None];
+    let types = [Some("pdf"), Some("md"), Some("docx"), None];
+    let units = [Some("Ops"), Some("Sales"), None];
+    let mut chunks: Vec<Chunk> = Vec::new();
+    // Each base's chunks, and unfiled ones of every tenant that no base may read.
+    let owners: Vec<(Option<Uuid>, Option<Uuid>)> =
+        bases.iter().map(|(id, _, _, org)| (Some(*id), *org)).chain([(None, Some(org_a)), (None, None)]).collect();
+    for (kb_id, org_id) in owners {
+        let documents: Vec<Uuid> = (0..3).map(|_| Uuid::new_v4()).collect();
+        for _ in 0..40 {
+            let day = rng.below(400);
+            chunks.push(Chunk {
+                id: Uuid::new_v4(),
+                kb_id,
+                org_id,
+                document_id: documents[rng.below(3)],
+                source: sources[rng.below(3)],
+                document_type: types[rng.below(4)],
+                unit: units[rng.below(3)],
+                date: (day < 365).then(|| time::Date::from_ordinal_date(2026, day as u16 + 1).expect("date")),
+                embedding: rng.unit_vector(),
+            });
+        }
+    }
+    for c in &chunks {
+        db.execute(
+            &format!(
+                "INSERT INTO rag_{name} (id, kb_id, org_id, document_id, chunk_index, content, source, document_type, \
+                 organizational_unit, document_date, filename, embedding) \
+                 VALUES ($1, $2, $3, $4, 0, 'chunk', $5, $6, $7, $8, 'f.txt', '{}'::vector)",
+                literal(&c.embedding)
+            ),
+            &[&c.id, &c.kb_id, &c.org_id, &c.document_id, &c.source, &c.document_type, &c.unit, &c.date],
+        )
+        .await
+        .expect("chunk");
+    }
+
+    // Who reaches which base by the name: their organization's oldest (their personal base
+    // in it included), else the app's.
+    let reach: HashMap<Uuid, Uuid> = [
+        (editor_a.id, bases[1].0),
+        (member_a.id, bases[1].0),
+        (editor_b.id, bases[2].0),
+        (loner.id, bases[4].0),
+        (outsider.id, bases[0].0),
+    ]
+    .into_iter()
+    .collect();
+    let base_org: HashMap<Uuid, Option<Uuid>> = bases.iter().map(|(id, _, _, org)| (*id, *org)).collect();
+    let queries = ["quarterly revenue", "server outage", "hiring plan", "office move", "customer complaint"];
+    let mut vectors = HashMap::new();
+    for q in queries {
+        vectors.insert(q, query_vector(q).await);
+    }
+    for case in 0..60 {
+        let caller = callers[rng.below(callers.len())];
+        let query = queries[rng.below(queries.len())];
+        let top_k = 1 + rng.below(8);
+        let mut filters = serde_json::Map::new();
+        let mut wanted_sources = None;
+        let mut wanted_types = None;
+        let mut wanted_units = None;
+        let (mut from, mut to, mut parent) = (None, None, None);
+        if rng.below(2) == 0 {
+            let pick: Vec<&str> = ["upload", "google_drive"].into_iter().filter(|_| rng.below(2) == 0).collect();
+            if !pick.is_empty() {
+                filters.insert("source".into(), json!(pick));
+                wanted_sources = Some(pick);
+            }
+        }
+        if rng.below(2) == 0 {
+            let pick = vec![["pdf", "md", "docx"][rng.below(3)]];
+            filters.insert("document_type".into(), json!(pick));
+            wanted_types = Some(pick);
+        }
+        if rng.below(3) == 0 {
+            let pick = vec![["Ops", "Sales"][rng.below(2)]];
+            filters.insert("organizational_unit".into(), json!(pick));
+            wanted_units = Some(pick);
+        }
+        if rng.below(3) == 0 {
+            let start = time::Date::from_ordinal_date(2026, 1 + rng.below(200) as u16).expect("date");
+            let end = start + time::Duration::days(rng.below(200) as i64);
+            filters.insert("date_from".into(), json!(start.to_string()));
+            filters.insert("date_to".into(), json!(end.to_string()));
+            (from, to) = (Some(start), Some(end));
+        }
+        let base = reach[&caller.id];
+        if rng.below(5) == 0 {
+            let own: Vec<&Chunk> = chunks.iter().filter(|c| c.kb_id == Some(base)).collect();
+            let doc = own[rng.below(own.len())].document_id;
+            filters.insert("parent_doc_id".into(), json!(doc));
+            parent = Some(doc);
+        }
+        let body = json!({"query": query, "collections": [name], "top_k": top_k, "filters": filters});
+        let (status, answer) = stack.call_json(caller, Method::POST, "/rag/search", Some(body.clone())).await;
+        assert_eq!(status, 200, "case {case}: {body}: {answer}");
+        let got: Vec<String> = answer["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .map(|r| r["metadata"]["chunk_id"].as_str().expect("chunk id").to_owned())
+            .collect();
+
+        let q = &vectors[query];
+        let mut expected: Vec<(f32, &Chunk)> = chunks
+            .iter()
+            .filter(|c| c.kb_id == Some(base) && c.org_id == base_org[&base])
+            .filter(|c| wanted_sources.as_ref().is_none_or(|w| c.source.is_some_and(|s| w.contains(&s))))
+            .filter(|c| wanted_types.as_ref().is_none_or(|w| c.document_type.is_some_and(|s| w.contains(&s))))
+            .filter(|c| wanted_units.as_ref().is_none_or(|w| c.unit.is_some_and(|s| w.contains(&s))))
+            .filter(|c| from.is_none_or(|f| c.date.is_some_and(|d| d >= f)))
+            .filter(|c| to.is_none_or(|t| c.date.is_some_and(|d| d <= t)))
+            .filter(|c| parent.is_none_or(|p| c.document_id == p))
+            .map(|c| (c.embedding.iter().zip(q).map(|(a, b)| a * b).sum::<f32>(), c))
+            .collect();
+        expected.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let expected: Vec<String> = expected.iter().take(top_k).map(|(_, c)| c.id.to_string()).collect();
+        assert_eq!(got, expected, "case {case} (seed {seed}): {body}");
+    }
+}
+
+#[tokio::test]
+async fn a_selective_filter_still_returns_top_k_and_refusals_are_whole() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let (status, base) = stack
+        .call_json(
+            &user,
+            Method::POST,
+            "/kb",
+            Some(json!({"name": "Big", "scope": "org",
+            "embedding_provider": "local", "embedding_model": "all-minilm-l6-v2"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{base}");
+    let (kb_id, name) = (base["id"].as_str().expect("id"), base["collection_name"].as_str().expect("name"));
+    let kb = Uuid::parse_str(kb_id).expect("uuid");
+    let org: Option<Uuid> = base["org_id"].as_str().map(|s| Uuid::parse_str(s).expect("uuid"));
+    let store = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    store.ensure_vector_table(name, 384).await.expect("table");
+    // 20,000 chunks, 1% of them in the unit the search asks for. The HNSW index is built
+    // after the load (as a bulk load would), which takes seconds instead of a minute.
+    let db = stack.db().await;
+    db.batch_execute(&format!("DROP INDEX rag_{name}_embedding_idx")).await.expect("drop index");
+    db.execute(
+        &format!(
+            "INSERT INTO rag_{name} (id, kb_id, org_id, document_id, chunk_index, content, organizational_unit, embedding) \
+             SELECT gen_random_uuid(), $1, $2, gen_random_uuid(), i, 'chunk ' || i, CASE WHEN i % 100 = 0 THEN 'Rare' ELSE 'Common' END, \
+                    (SELECT array_agg(sin(i * 7 + d * 13)::real) FROM generate_series(1, 384) d)::vector \
+             FROM generate_series(1, 20000) i"
+        ),
+        &[&kb, &org],
+    )
+    .await
+    .expect("chunks");
+    db.batch_execute(&format!(
+        "CREATE INDEX rag_{name}_embedding_idx ON rag_{name} USING hnsw (embedding vector_cosine_ops); ANALYZE rag_{name}"
+    ))
+    .await
+    .expect("index");
+    let search =
+        |filters: Value| json!({"query": "anything at all", "collections": [name], "top_k": 10, "filters": filters});
+    let (status, answer) = stack
+        .call_json(&user, Method::POST, "/rag/search", Some(search(json!({"organizational_unit": ["Rare"]}))))
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let results = answer["results"].as_array().expect("results");
+    assert_eq!(results.len(), 10, "a 1% filter still fills top_k");
+    assert!(results.iter().all(|r| r["metadata"]["organizational_unit"] == "Rare"));
+    let (_, values) =
+        stack.call_json(&user, Method::GET, &format!("/rag/collections/{name}/filter-values"), None).await;
+    assert_eq!(values, json!({"organizational_unit": ["Common", "Rare"]}));
+
+    // Refusals: an empty list, a legacy expression, both forms, and a collection out of reach.
+    let (status, _) = stack.call_json(&user, Method::POST, "/rag/search", Some(search(json!({"source": []})))).await;
+    assert_eq!(status, 422);
+    let mut legacy = search(json!({}));
+    legacy["filter"] = json!("source == \"upload\"");
+    assert_eq!(stack.call(&user, Method::POST, "/rag/search", Some(legacy)).await.0, 400);
+    let mut both = search(json!({"parent_doc_id": Uuid::new_v4()}));
+    both["filter"] = json!(format!("parent_doc_id == \"{}\"", Uuid::new_v4()));
+    assert_eq!(stack.call(&user, Method::POST, "/rag/search", Some(both)).await.0, 400);
+    let stranger = User::with(Some(Uuid::new_v4()), &["collections:view"], false);
+    let (_, ghost) = stack
+        .call(
+            &stranger,
+            Method::POST,
+            "/rag/search",
+            Some(json!({"query": "x", "collections": ["no_such_collection_x"]})),
+        )
+        .await;
+    let (status, refused) =
+        stack.call(&stranger, Method::POST, "/rag/search", Some(json!({"query": "x", "collections": [name]}))).await;
+    assert_eq!((status, refused), (404, ghost.clone()), "another tenant's collection reads as absent");
+    let (own_name, _) = {
+        let (_, mine) = stack
+            .call_json(
+                &stranger,
+                Method::POST,
+                "/kb",
+                Some(json!({"name": "Mine", "scope": "personal",
+                "embedding_provider": "local", "embedding_model": "all-minilm-l6-v2"})),
+            )
+            .await;
+        (mine["collection_name"].as_str().expect("name").to_owned(), ())
+    };
+    let (status, refused) = stack
+        .call(&stranger, Method::POST, "/rag/search", Some(json!({"query": "x", "collections": [own_name, name]})))
+        .await;
+    assert_eq!((status, refused), (404, ghost), "one unreachable collection refuses the whole search");
+}
