@@ -245,8 +245,10 @@ async fn a_selective_filter_still_returns_top_k_and_refusals_are_whole() {
     db.batch_execute(&format!("DROP INDEX rag_{name}_embedding_idx")).await.expect("drop index");
     db.execute(
         &format!(
-            "INSERT INTO rag_{name} (id, kb_id, org_id, document_id, chunk_index, content, organizational_unit, embedding) \
+            "INSERT INTO rag_{name} (id, kb_id, org_id, document_id, chunk_index, content, organizational_unit, \
+                 document_type, embedding) \
              SELECT gen_random_uuid(), $1, $2, gen_random_uuid(), i, 'chunk ' || i, CASE WHEN i % 100 = 0 THEN 'Rare' ELSE 'Common' END, \
+                    CASE WHEN i % 7 = 0 THEN 'pdf' ELSE 'md' END, \
                     (SELECT array_agg(sin(i * 7 + d * 13)::real) FROM generate_series(1, 384) d)::vector \
              FROM generate_series(1, 20000) i"
         ),
@@ -268,6 +270,13 @@ async fn a_selective_filter_still_returns_top_k_and_refusals_are_whole() {
     let results = answer["results"].as_array().expect("results");
     assert_eq!(results.len(), 10, "a 1% filter still fills top_k");
     assert!(results.iter().all(|r| r["metadata"]["organizational_unit"] == "Rare"));
+    // One in seven is too many to scan exactly: the HNSW index, scanned on, fills top_k too.
+    let (status, answer) =
+        stack.call_json(&user, Method::POST, "/rag/search", Some(search(json!({"document_type": ["pdf"]})))).await;
+    assert_eq!(status, 200, "{answer}");
+    let results = answer["results"].as_array().expect("results");
+    assert_eq!(results.len(), 10);
+    assert!(results.iter().all(|r| r["metadata"]["document_type"] == "pdf"));
     let (_, values) =
         stack.call_json(&user, Method::GET, &format!("/rag/collections/{name}/filter-values"), None).await;
     assert_eq!(values, json!({"organizational_unit": ["Common", "Rare"]}));

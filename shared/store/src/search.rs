@@ -54,7 +54,7 @@ const NO_TENANT: Uuid = Uuid::nil();
 
 /// Up to this many rows in a collection's table, a search is an exact scan: a few
 /// milliseconds, and no approximation at all.
-pub const EXACT_SCAN_ROWS: i64 = 10_000;
+pub const EXACT_SCAN_ROWS: i64 = 2_000;
 
 impl Db {
     /// The `top_k` chunks of `collection` nearest `vector` within `scope` and `filters`,
@@ -73,58 +73,42 @@ impl Db {
             return Ok(Vec::new());
         }
         let table = vector_table(collection);
-        let kb_ids: Vec<Uuid> = scope.iter().map(|b| b.kb_id).collect();
-        let tenants: Vec<Uuid> = scope.iter().map(|b| b.org_id.unwrap_or(NO_TENANT)).collect();
         let vector = pgvector::Vector::from(vector.to_vec());
-        let sql = format!(
-            "WITH nearest AS MATERIALIZED (
-                 SELECT id, kb_id, document_id, filename, chunk_index, content, metadata, source, document_type,
-                        organizational_unit, document_date, embedding <=> $1 AS distance
-                 FROM {table}
-                 WHERE (kb_id, coalesce(org_id, '{NO_TENANT}'::uuid)) IN
-                       (SELECT * FROM unnest($2::uuid[], $3::uuid[]))
-                   AND ($4::text[] IS NULL OR source = ANY($4))
-                   AND ($5::text[] IS NULL OR document_type = ANY($5))
-                   AND ($6::text[] IS NULL OR organizational_unit = ANY($6))
-                   AND ($7::date IS NULL OR document_date >= $7)
-                   AND ($8::date IS NULL OR document_date <= $8)
-                   AND ($9::uuid IS NULL OR document_id = $9)
-                 ORDER BY embedding <=> $1
-                 LIMIT $10)
-             SELECT * FROM nearest ORDER BY distance, id"
-        );
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 10] = [
-            &vector,
-            &kb_ids,
-            &tenants,
-            &filters.source,
-            &filters.document_type,
-            &filters.organizational_unit,
-            &filters.date_from,
-            &filters.date_to,
-            &filters.parent_doc_id,
-            &top_k,
-        ];
-        let exact = "SET LOCAL enable_indexscan = off";
-        let rows = if table_rows(&tx, &table).await? <= EXACT_SCAN_ROWS {
-            tx.batch_execute(exact).await?;
-            tx.query(&sql, &params).await?
+        let filtered = *filters != SearchFilters::default();
+        // Exact when few rows can match: a small table, or a filter selective enough that its
+        // B-tree indexes find the candidates at once. Otherwise the HNSW index.
+        let exact = if filtered {
+            matching_rows(&tx, &table, scope, filters).await? <= EXACT_SCAN_ROWS
         } else {
-            // The index, scanned on until `top_k` rows pass the filters, in strict order.
-            let ef_search = (top_k * 4).clamp(40, 1000);
+            table_rows(&tx, &table).await? <= EXACT_SCAN_ROWS
+        };
+        let mut rows = if exact {
+            tx.batch_execute("SET LOCAL enable_indexscan = off").await?;
+            nearest(&tx, &table, scope, filters, &vector, top_k).await?
+        } else {
+            // Scanned on until `top_k` rows pass the filters, in strict order; a wider search
+            // list keeps recall above 0.95.
+            let ef_search = (top_k * 10).clamp(100, 1000);
             tx.batch_execute(&format!(
                 "SET LOCAL hnsw.iterative_scan = strict_order; SET LOCAL hnsw.ef_search = {ef_search}; \
                  SET LOCAL hnsw.max_scan_tuples = 50000"
             ))
             .await?;
-            let rows = tx.query(&sql, &params).await?;
+            let rows = nearest(&tx, &table, scope, filters, &vector, top_k).await?;
             if (rows.len() as i64) < top_k {
-                tx.batch_execute(exact).await?;
-                tx.query(&sql, &params).await?
+                // The index's scan budget ran out first: never fewer rows than match.
+                tx.batch_execute("SET LOCAL enable_indexscan = off").await?;
+                nearest(&tx, &table, scope, filters, &vector, top_k).await?
             } else {
                 rows
             }
         };
+        rows.sort_by(|a, b| {
+            a.get::<_, f64>("distance")
+                .total_cmp(&b.get::<_, f64>("distance"))
+                .then(a.get::<_, Uuid>("id").cmp(&b.get("id")))
+        });
+        rows.truncate(usize::try_from(top_k).unwrap_or(usize::MAX));
         tx.commit().await?;
         Ok(rows
             .iter()
@@ -169,6 +153,95 @@ impl Db {
             .await?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
+}
+
+/// The filtered query, one base at a time — each with plain predicates the planner can
+/// estimate (`kb_id = …`, `org_id = …` or `IS NULL`), so it picks the right plan.
+const WHERE_FILTERS: &str = "AND ($3::text[] IS NULL OR source = ANY($3))
+    AND ($4::text[] IS NULL OR document_type = ANY($4))
+    AND ($5::text[] IS NULL OR organizational_unit = ANY($5))
+    AND ($6::date IS NULL OR document_date >= $6)
+    AND ($7::date IS NULL OR document_date <= $7)
+    AND ($8::uuid IS NULL OR document_id = $8)";
+
+fn tenant_clause(base: &ScopeBase) -> &'static str {
+    if base.org_id.is_some() { "org_id = $2" } else { "org_id IS NULL AND $2::uuid IS NULL" }
+}
+
+async fn nearest(
+    client: &impl deadpool_postgres::GenericClient,
+    table: &str,
+    scope: &[ScopeBase],
+    filters: &SearchFilters,
+    vector: &pgvector::Vector,
+    top_k: i64,
+) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+    let mut rows = Vec::new();
+    for base in scope {
+        let sql = format!(
+            "SELECT id, kb_id, document_id, filename, chunk_index, content, metadata, source, document_type,
+                    organizational_unit, document_date, embedding <=> $9 AS distance
+             FROM {table} WHERE kb_id = $1 AND {} {WHERE_FILTERS}
+             ORDER BY embedding <=> $9 LIMIT $10",
+            tenant_clause(base)
+        );
+        rows.extend(
+            client
+                .query(
+                    &sql,
+                    &[
+                        &base.kb_id,
+                        &base.org_id,
+                        &filters.source,
+                        &filters.document_type,
+                        &filters.organizational_unit,
+                        &filters.date_from,
+                        &filters.date_to,
+                        &filters.parent_doc_id,
+                        vector,
+                        &top_k,
+                    ],
+                )
+                .await?,
+        );
+    }
+    Ok(rows)
+}
+
+/// How many chunks in scope pass the filters, counted up to just past `EXACT_SCAN_ROWS`.
+async fn matching_rows(
+    client: &impl deadpool_postgres::GenericClient,
+    table: &str,
+    scope: &[ScopeBase],
+    filters: &SearchFilters,
+) -> Result<i64, StoreError> {
+    let mut total = 0;
+    for base in scope {
+        let sql = format!(
+            "SELECT count(*) FROM (SELECT 1 FROM {table} WHERE kb_id = $1 AND {} {WHERE_FILTERS} LIMIT $9) AS matching",
+            tenant_clause(base)
+        );
+        let limit = EXACT_SCAN_ROWS + 1;
+        let count: i64 = client
+            .query_one(
+                &sql,
+                &[
+                    &base.kb_id,
+                    &base.org_id,
+                    &filters.source,
+                    &filters.document_type,
+                    &filters.organizational_unit,
+                    &filters.date_from,
+                    &filters.date_to,
+                    &filters.parent_doc_id,
+                    &limit,
+                ],
+            )
+            .await?
+            .get(0);
+        total += count;
+    }
+    Ok(total)
 }
 
 /// A table's row count as the planner estimates it, or counted up to just past

@@ -17,7 +17,8 @@ pub const HNSW_MAX_HALFVEC_DIM: i32 = 4000;
 /// teardowns and chunk writes serialise on it.
 pub(crate) const NAME_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(hashtext('sluice:collection:' || $1))";
 
-/// The DDL of a vector table, its HNSW index and its lookup indexes. Index names stay
+/// The DDL of a vector table, its HNSW index, its lookup indexes and the B-tree indexes on
+/// the filter dimensions (which let a selective filter be searched exactly and fast). Index names stay
 /// within Postgres's 63 bytes for a 45-character name (`rag_<name>_embedding_idx`).
 pub fn vector_table_ddl(name: &str, dim: i32) -> String {
     let table = vector_table(name);
@@ -49,6 +50,10 @@ pub fn vector_table_ddl(name: &str, dim: i32) -> String {
          CREATE INDEX {table}_path_idx ON {table} USING hash (source_path);
          CREATE INDEX {table}_file_idx ON {table} USING hash (filename);
          CREATE INDEX {table}_hash_idx ON {table} USING hash (content_hash);
+         CREATE INDEX {table}_source_idx ON {table} (source);
+         CREATE INDEX {table}_type_idx ON {table} (document_type);
+         CREATE INDEX {table}_unit_idx ON {table} (organizational_unit);
+         CREATE INDEX {table}_date_idx ON {table} (document_date);
          COMMENT ON TABLE {table} IS '{VECTOR_TABLE_COMMENT}';"
     )
 }

@@ -1,0 +1,192 @@
+//! Search latency and recall on 100,000 chunks of 384 dimensions in one collection:
+//! unfiltered, with a filter matching 10% and one matching 1%, through the store's search
+//! (`Db::search_chunks`, the path `POST /rag/search` takes after embedding the query).
+//! Baseline: the same queries as exact scans (index off), which also give recall@10.
+//!
+//! `bench-search [--rows N] [--queries Q] [--keep]`; reads `DATABASE_URL`.
+
+use sluice_store::{Db, ScopeBase, SearchFilters};
+use std::time::Instant;
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::Type;
+use uuid::Uuid;
+
+const DIMENSIONS: usize = 384;
+const CLUSTERS: usize = 200;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// Roughly normal, mean 0, deviation 1 (the sum of twelve uniforms).
+    fn normal(&mut self) -> f32 {
+        (0..12).map(|_| (self.next() % 1_000_000) as f32 / 1_000_000.0).sum::<f32>() - 6.0
+    }
+}
+
+fn normalised(v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / norm).collect()
+}
+
+/// A point near one of the topic centroids, as embeddings of a real corpus cluster.
+fn near(rng: &mut Rng, centroids: &[Vec<f32>]) -> Vec<f32> {
+    let c = &centroids[(rng.next() % centroids.len() as u64) as usize];
+    normalised(c.iter().map(|x| x + 0.06 * rng.normal()).collect())
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let n: usize = flag("--rows").and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let queries: usize = flag("--queries").and_then(|v| v.parse().ok()).unwrap_or(200);
+    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
+    let db = Db::connect(&url, 2).await.expect("db");
+    let (mut client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
+    tokio::spawn(connection);
+
+    let name = format!("bench_search_{}", &Uuid::new_v4().simple().to_string()[..8]);
+    let kb = Uuid::new_v4();
+    client
+        .execute(
+            "INSERT INTO knowledge_bases (id, name, scope, owner_id, collection_name, embedding_provider, \
+             embedding_model, embedding_dim) VALUES ($1, 'bench', 'personal', $2, $3, 'local', 'all-minilm-l6-v2', 384)",
+            &[&kb, &Uuid::new_v4(), &name],
+        )
+        .await
+        .expect("base");
+    db.ensure_vector_table(&name, DIMENSIONS as i32).await.expect("table");
+    let table = format!("rag_{name}");
+    client.batch_execute(&format!("DROP INDEX {table}_embedding_idx")).await.expect("drop");
+
+    let mut rng = Rng(0xBE7C_4A11);
+    let centroids: Vec<Vec<f32>> =
+        (0..CLUSTERS).map(|_| normalised((0..DIMENSIONS).map(|_| rng.normal()).collect())).collect();
+    let started = Instant::now();
+    let vector_type = client.prepare("SELECT $1::vector").await.expect("type").params()[0].clone();
+    let tx = client.transaction().await.expect("tx");
+    let sink = tx
+        .copy_in(&format!(
+            "COPY {table} (id, kb_id, document_id, chunk_index, content, organizational_unit, document_type, embedding) \
+             FROM STDIN BINARY"
+        ))
+        .await
+        .expect("copy");
+    let types = [Type::UUID, Type::UUID, Type::UUID, Type::INT4, Type::TEXT, Type::TEXT, Type::TEXT, vector_type];
+    let writer = BinaryCopyInWriter::new(sink, &types);
+    futures_util::pin_mut!(writer);
+    for i in 0..n {
+        let embedding = pgvector::Vector::from(near(&mut rng, &centroids));
+        let unit = format!("u{}", i % 10);
+        let kind = format!("t{}", i % 100);
+        writer
+            .as_mut()
+            .write(&[
+                &Uuid::new_v4(),
+                &kb,
+                &Uuid::new_v4(),
+                &(i as i32),
+                &format!("chunk {i}"),
+                &unit,
+                &kind,
+                &embedding,
+            ])
+            .await
+            .expect("row");
+    }
+    writer.finish().await.expect("finish");
+    tx.commit().await.expect("commit");
+    let load = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    client
+        .batch_execute(&format!(
+            "SET maintenance_work_mem = '1GB'; SET max_parallel_maintenance_workers = 1; \
+             CREATE INDEX {table}_embedding_idx ON {table} USING hnsw (embedding vector_cosine_ops); ANALYZE {table}"
+        ))
+        .await
+        .expect("index");
+    let build = started.elapsed().as_secs_f64();
+    eprintln!("loaded {n} rows in {load:.1} s, built the HNSW index in {build:.1} s");
+
+    let scope = [ScopeBase { kb_id: kb, org_id: None }];
+    let cases = [
+        ("unfiltered", SearchFilters::default()),
+        (
+            "10% filter (organizational_unit)",
+            SearchFilters { organizational_unit: Some(vec!["u3".into()]), ..Default::default() },
+        ),
+        ("1% filter (document_type)", SearchFilters { document_type: Some(vec!["t42".into()]), ..Default::default() }),
+    ];
+    let probes: Vec<Vec<f32>> = (0..queries).map(|_| near(&mut rng, &centroids)).collect();
+    println!("| search | queries | p50 ms | p99 ms | exact scan p50 ms (baseline) | p50 ratio to exact | recall@10 |");
+    println!("|---|---|---|---|---|---|---|");
+    for (label, filters) in &cases {
+        // Warm the caches once.
+        for probe in probes.iter().take(10) {
+            db.search_chunks(&name, &scope, filters, probe, 10).await.expect("search");
+        }
+        let mut took = Vec::new();
+        let mut exact_took = Vec::new();
+        let mut recall = 0.0;
+        for probe in &probes {
+            let started = Instant::now();
+            let hits = db.search_chunks(&name, &scope, filters, probe, 10).await.expect("search");
+            took.push(started.elapsed().as_secs_f64() * 1000.0);
+            let started = Instant::now();
+            let exact = exact_ids(&mut client, &table, kb, filters, probe).await;
+            exact_took.push(started.elapsed().as_secs_f64() * 1000.0);
+            let found = hits.iter().filter(|h| exact.contains(&h.chunk_id)).count();
+            recall += found as f64 / exact.len().max(1) as f64;
+        }
+        took.sort_by(f64::total_cmp);
+        exact_took.sort_by(f64::total_cmp);
+        let (p50, exact_p50) = (percentile(&took, 0.5), percentile(&exact_took, 0.5));
+        println!(
+            "| {label} | {queries} | {p50:.2} | {:.2} | {exact_p50:.2} | {:.2} | {:.3} |",
+            percentile(&took, 0.99),
+            p50 / exact_p50,
+            recall / queries as f64
+        );
+    }
+    if args.iter().any(|a| a == "--keep") {
+        eprintln!("kept {table} (base {kb})");
+    } else {
+        let _ =
+            client.batch_execute(&format!("DROP TABLE {table}; DELETE FROM knowledge_bases WHERE id = '{kb}'")).await;
+    }
+}
+
+/// The true top 10: the same scope and filters, the index switched off.
+async fn exact_ids(
+    client: &mut tokio_postgres::Client,
+    table: &str,
+    kb: Uuid,
+    filters: &SearchFilters,
+    probe: &[f32],
+) -> Vec<Uuid> {
+    let tx = client.transaction().await.expect("tx");
+    tx.batch_execute("SET LOCAL enable_indexscan = off").await.expect("set");
+    let vector = pgvector::Vector::from(probe.to_vec());
+    let rows = tx
+        .query(
+            &format!(
+                "SELECT id FROM {table} WHERE kb_id = $1 AND ($2::text[] IS NULL OR organizational_unit = ANY($2)) \
+                 AND ($3::text[] IS NULL OR document_type = ANY($3)) ORDER BY embedding <=> $4, id LIMIT 10"
+            ),
+            &[&kb, &filters.organizational_unit, &filters.document_type, &vector],
+        )
+        .await
+        .expect("exact");
+    tx.commit().await.expect("commit");
+    rows.iter().map(|r| r.get(0)).collect()
+}
