@@ -218,6 +218,31 @@ async fn every_search_is_the_brute_force_answer_within_reach_and_filters() {
         let expected: Vec<String> = expected.iter().take(top_k).map(|(_, c)| c.id.to_string()).collect();
         assert_eq!(got, expected, "case {case} (seed {seed}): {body}");
     }
+
+    // An agent bound to two bases of the name (the organization's and a member's own)
+    // searches their combined scope, and nothing of the other bases of that name.
+    let bound = [bases[1].0, bases[3].0];
+    let body = json!({"query": "server outage", "knowledge_base_ids": bound, "top_k": 50});
+    let (status, answer) = stack.call_json(&member_a, Method::POST, "/rag/search", Some(body)).await;
+    assert_eq!(status, 200, "{answer}");
+    let q = &vectors["server outage"];
+    let mut expected: Vec<(f32, String)> = chunks
+        .iter()
+        .filter(|c| c.kb_id.is_some_and(|kb| bound.contains(&kb)))
+        .map(|c| (c.embedding.iter().zip(q).map(|(a, b)| a * b).sum::<f32>(), c.id.to_string()))
+        .collect();
+    expected.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let expected: Vec<String> = expected.into_iter().take(50).map(|(_, id)| id).collect();
+    let got: Vec<String> = answer["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["metadata"]["chunk_id"].as_str().expect("id").to_owned())
+        .collect();
+    assert_eq!(got, expected, "the combined scope of the two bound bases");
+    // Bound to a base it cannot read, the whole search is refused as not found.
+    let body = json!({"query": "x", "knowledge_base_ids": [bases[1].0, bases[2].0]});
+    assert_eq!(stack.call(&member_a, Method::POST, "/rag/search", Some(body)).await.0, 404);
 }
 
 #[tokio::test]
