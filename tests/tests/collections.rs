@@ -20,20 +20,60 @@ fn conflict_field(answer: &Value) -> bool {
     answer["error"]["details"]["fields"]["collection_name"].is_string()
 }
 
+/// Uploads a small document into the base and waits until it is indexed; its id.
+async fn indexed_document(stack: &Stack, user: &User, kb_id: &str, text: &str) -> Uuid {
+    let form = sluice_e2e::file_form("note.md", None, text.as_bytes().to_vec());
+    let response = stack
+        .http
+        .post(stack.url(&format!("/kb/{kb_id}/documents")))
+        .header("authorization", user.bearer())
+        .multipart(form)
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(response.status().as_u16(), 202);
+    let answer: Value = response.json().await.expect("json");
+    let started = std::time::Instant::now();
+    loop {
+        let (_, status) = stack.call_json(user, Method::GET, &format!("/kb/{kb_id}/ingestion"), None).await;
+        if status["indexing_status"] == "complete" {
+            assert_eq!(status["indexed_count"], 1, "{status}");
+            break;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(60), "not indexed: {status}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    Uuid::parse_str(answer["tracking_id"].as_str().expect("id")).expect("uuid")
+}
+
+/// Waits until `check` holds, for at most 30 seconds.
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "never: {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test]
-async fn a_deleted_base_reserves_its_name_until_its_teardown_and_queues_it_with_the_delete() {
+async fn a_deleted_base_is_torn_down_after_its_commit_and_its_name_released() {
     let stack = Stack::from_env().await;
     let owner = User::new();
     let name = unique("gone");
     let (status, base) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await;
     assert_eq!(status, 201, "{base}");
     let id = base["id"].as_str().expect("id");
+    let document = indexed_document(&stack, &owner, id, "# Gone\n\nSoon deleted.\n").await;
+    assert!(!stack.keys_under(&format!("documents/{id}/")).await.is_empty());
+
     let (status, queued) = stack.call_json(&owner, Method::DELETE, &format!("/kb/{id}"), None).await;
     assert_eq!(status, 202, "{queued}");
     assert_eq!((queued["drops_table"].clone(), queued["cleared"].clone()), (json!(true), json!(false)));
     assert_eq!(stack.call(&owner, Method::GET, &format!("/kb/{id}"), None).await.0, 404);
-
     let db = stack.db().await;
+    let rows: i64 =
+        db.query_one("SELECT count(*) FROM rag_documents WHERE id = $1", &[&document]).await.expect("count").get(0);
+    assert_eq!(rows, 0, "the base's documents go with it, in the request");
     let teardown = Uuid::parse_str(queued["teardown_id"].as_str().expect("id")).expect("uuid");
     let outbox: Value = db
         .query_one("SELECT payload FROM outbox WHERE id = $1 AND topic = 'teardown'", &[&teardown])
@@ -41,20 +81,60 @@ async fn a_deleted_base_reserves_its_name_until_its_teardown_and_queues_it_with_
         .expect("the outbox row committed with the delete")
         .get(0);
     assert_eq!(outbox["collection_name"], name.as_str());
-    let reserved: i64 = db
-        .query_one("SELECT count(*) FROM collection_teardowns WHERE collection_name = $1", &[&name])
-        .await
-        .expect("count")
-        .get(0);
-    assert_eq!(reserved, 1);
-    // Until the teardown clears it, nobody claims the name — the deleter included.
+
+    // After the commit the teardown drops the table, releases the name, removes the files.
+    let table = format!("rag_{name}");
+    eventually("the table dropped and the name released", async || {
+        let row = db
+            .query_one(
+                "SELECT to_regclass($1) IS NULL, NOT EXISTS (SELECT 1 FROM collection_teardowns WHERE collection_name = $2)",
+                &[&table, &name],
+            )
+            .await
+            .expect("state");
+        row.get::<_, bool>(0) && row.get::<_, bool>(1)
+    })
+    .await;
+    eventually("the stored files removed", async || {
+        stack.keys_under(&format!("documents/{id}/")).await.is_empty()
+            && stack.keys_under(&format!("parsed/{document}")).await.is_empty()
+    })
+    .await;
+    let (status, again) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await;
+    assert_eq!(status, 201, "the released name is free: {again}");
+
+    // A redelivered teardown finds the end state and changes nothing.
+    let job: sluice_store::TeardownJob = serde_json::from_value(outbox).expect("job");
+    let store = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    store.finish_teardown(&job).await.expect("again");
+    assert_eq!(
+        stack.call(&owner, Method::GET, &format!("/kb/{}", again["id"].as_str().expect("id")), None).await.0,
+        200
+    );
+}
+
+#[tokio::test]
+async fn a_name_reserved_for_a_teardown_is_refused_to_every_claim() {
+    let stack = Stack::from_env().await;
+    let owner = User::new();
+    let name = unique("reserved");
+    let db = stack.db().await;
+    let reservation = Uuid::new_v4();
+    db.execute(
+        "INSERT INTO collection_teardowns (id, collection_name, kb_id, drop_table) VALUES ($1, $2, $3, true)",
+        &[&reservation, &name, &Uuid::new_v4()],
+    )
+    .await
+    .expect("reservation");
     let (status, refused) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await;
     assert_eq!(status, 409, "{refused}");
     assert!(conflict_field(&refused) && refused.to_string().contains("teardown"), "{refused}");
     let embedding = json!({"embedding_provider": "local", "embedding_model": "all-minilm-l6-v2"});
-    let path = format!("/rag/collections/{name}");
-    let (status, refused) = stack.call_json(&owner, Method::POST, &path, Some(embedding)).await;
+    let (status, refused) =
+        stack.call_json(&owner, Method::POST, &format!("/rag/collections/{name}"), Some(embedding)).await;
     assert_eq!(status, 409, "{refused}");
+    db.execute("DELETE FROM collection_teardowns WHERE id = $1", &[&reservation]).await.expect("release");
+    assert_eq!(stack.call(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await.0, 201);
 }
 
 #[tokio::test]
@@ -75,10 +155,26 @@ async fn a_default_base_is_cleared_not_deleted_and_a_shared_name_is_not_reserved
     let (_, first) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&shared, "personal"))).await;
     let (status, second) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&shared, "personal"))).await;
     assert_eq!(status, 201, "{second}");
+    let first_id = first["id"].as_str().expect("id").to_owned();
+    let second_id = second["id"].as_str().expect("id").to_owned();
+    indexed_document(&stack, &owner, &first_id, "# First\n\nthe first base's note\n").await;
+    indexed_document(&stack, &owner, &second_id, "# Second\n\nthe second base's note\n").await;
     let (status, queued) =
         stack.call_json(&owner, Method::DELETE, &format!("/kb/{}", first["id"].as_str().expect("id")), None).await;
     assert_eq!(status, 202);
     assert_eq!(queued["drops_table"], false, "a sibling still holds the table: {queued}");
+    let db = stack.db().await;
+    let chunks_of = |kb: String| {
+        let (db, table) = (&db, format!("rag_{shared}"));
+        async move {
+            db.query_one(&format!("SELECT count(*) FROM {table} WHERE kb_id = $1::text::uuid"), &[&kb])
+                .await
+                .expect("count")
+                .get::<_, i64>(0)
+        }
+    };
+    eventually("the deleted base's chunks removed", async || chunks_of(first_id.clone()).await == 0).await;
+    assert_eq!(chunks_of(second_id.clone()).await, 1, "the sibling keeps its chunks and the table");
     let (status, third) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&shared, "personal"))).await;
     assert_eq!(status, 201, "a name a base still holds is not reserved: {third}");
 }

@@ -348,7 +348,16 @@ pub async fn delete(state: &State, caller: &Caller, id: Uuid) -> Result<Response
 }
 
 pub async fn queue_teardown(state: &State, kb_id: Uuid) -> Result<Response<Body>, KnowledgeError> {
-    let queued = state.db.queue_teardown(kb_id).await?.ok_or(KnowledgeError::NotFound)?;
+    let (queued, payload) = state.db.queue_teardown(kb_id).await?.ok_or(KnowledgeError::NotFound)?;
+    // After the commit: a failed send is the sweep's to repeat.
+    match state.dispatcher.send(sluice_store::TEARDOWN_TOPIC, &payload).await {
+        Ok(()) => {
+            if let Err(error) = state.db.mark_dispatched(queued.teardown_id).await {
+                tracing::warn!(error = %error, "teardown sent but not marked; the sweep may send it again");
+            }
+        }
+        Err(error) => tracing::warn!(error = %error, "teardown not sent; the sweep will send it"),
+    }
     Ok(json_response(
         202,
         &serde_json::json!({

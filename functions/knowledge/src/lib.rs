@@ -16,6 +16,7 @@ pub use error::KnowledgeError;
 use lambda_http::{Body, Request, RequestExt, Response};
 use sluice_domain::Config;
 use sluice_embed::EndpointPolicy;
+use sluice_queue::jobs::Dispatcher;
 use sluice_store::Db;
 use sluice_vault::Vault;
 use sluice_web::json_response;
@@ -29,24 +30,28 @@ pub struct State {
     pub vault: Vault,
     pub http: reqwest::Client,
     pub endpoint_policy: EndpointPolicy,
+    /// Sends the teardown a delete committed (the sweep re-sends it if this send fails).
+    pub dispatcher: Dispatcher,
 }
 
 impl State {
     /// The state over given clients; credentials are sealed under `config.kms_key_id`.
-    pub fn new(config: Config, db: Db, kms: aws_sdk_kms::Client) -> Self {
+    pub fn new(config: Config, db: Db, kms: aws_sdk_kms::Client, sqs: aws_sdk_sqs::Client) -> Self {
         Self {
             vault: Vault::new(kms, config.kms_key_id.clone()),
             db,
             http: sluice_embed::http_client(),
             endpoint_policy: EndpointPolicy::from_env(),
+            dispatcher: Dispatcher::new(sqs, config.job_routes()),
             config,
         }
     }
 
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
-        let kms = aws_sdk_kms::Client::new(&sluice_blob::sdk_config().await);
-        Ok(Self::new(config, Db::connect_from_env(4).await?, kms))
+        let sdk = sluice_blob::sdk_config().await;
+        let (kms, sqs) = (aws_sdk_kms::Client::new(&sdk), aws_sdk_sqs::Client::new(&sdk));
+        Ok(Self::new(config, Db::connect_from_env(4).await?, kms, sqs))
     }
 }
 

@@ -93,10 +93,6 @@ pub async fn handle(state: &State, now: OffsetDateTime) -> Result<SweepReport, S
         }
     }
     for message in state.db.undispatched(state.outbox_grace).await? {
-        // The teardown's own function is issue 9's; until it exists its jobs wait here.
-        if message.topic == sluice_store::TEARDOWN_TOPIC {
-            continue;
-        }
         state.dispatcher.send(&message.topic, &message.payload).await?;
         state.db.mark_dispatched(message.id).await?;
         report.resent_jobs += 1;

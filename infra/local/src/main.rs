@@ -8,6 +8,8 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 const PARSE_BATCH_SIZE: i32 = 5;
 /// The ingest function's SQS batch size, as `template.yaml` sets it.
 const INGEST_BATCH_SIZE: i32 = 1;
+/// The teardown function's SQS batch size, as `template.yaml` sets it.
+const TEARDOWN_BATCH_SIZE: i32 = 5;
 
 fn main() -> Result<(), Error> {
     // The functions served here parse in workers that are this binary, as in Lambda.
@@ -33,6 +35,7 @@ async fn serve() -> Result<(), Error> {
     }
     let parse_queue_url = queue_urls.remove("sluice-parse").ok_or("the parse queue is missing")?;
     let ingest_queue_url = queue_urls.remove("sluice-ingest").ok_or("the ingest queue is missing")?;
+    let teardown_queue_url = queue_urls.remove("sluice-teardown").ok_or("the teardown queue is missing")?;
     let parse_queue_arn = sluice_local::resources::queue_arn(&sqs, &parse_queue_url).await?;
     sluice_local::resources::ensure_upload_notifications(
         &s3,
@@ -47,6 +50,7 @@ async fn serve() -> Result<(), Error> {
         "SLUICE_KMS_KEY_ID" => Some(key.clone()),
         "SLUICE_PARSE_QUEUE_URL" => Some(parse_queue_url.clone()),
         "SLUICE_INGEST_QUEUE_URL" => Some(ingest_queue_url.clone()),
+        "SLUICE_TEARDOWN_QUEUE_URL" => Some(teardown_queue_url.clone()),
         other => std::env::var(other).ok(),
     })?;
     let database_url = std::env::var("DATABASE_URL").map_err(|_| "DATABASE_URL is missing")?;
@@ -76,6 +80,17 @@ async fn serve() -> Result<(), Error> {
         let ingest = ingest.clone();
         async move { sluice_ingest::handle(&ingest, event).await }
     }));
+    let teardown = Arc::new(sluice_teardown::State { config: config.clone(), db: db.clone(), blob: blob.clone() });
+    let teardown_source = sluice_local::pollers::Source {
+        queue_arn: sluice_local::resources::queue_arn(&sqs, &teardown_queue_url).await?,
+        queue_url: teardown_queue_url,
+        batch_size: TEARDOWN_BATCH_SIZE,
+        region: sdk.region().map(|r| r.to_string()).unwrap_or_else(|| "us-east-1".to_owned()),
+    };
+    tokio::spawn(sluice_local::pollers::poll(sqs.clone(), teardown_source, move |event| {
+        let teardown = teardown.clone();
+        async move { sluice_teardown::handle(&teardown, event).await }
+    }));
     // EventBridge's schedule, locally: the sweep runs every SLUICE_SWEEP_INTERVAL_SECS.
     let sweep = sluice_sweep::State::new(config.clone(), db.clone(), blob.clone(), sqs.clone());
     let every = std::env::var("SLUICE_SWEEP_INTERVAL_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
@@ -89,7 +104,7 @@ async fn serve() -> Result<(), Error> {
         }
     });
     register_local_embeddings(&db).await?;
-    let knowledge = sluice_knowledge::State::new(config.clone(), db.clone(), kms);
+    let knowledge = sluice_knowledge::State::new(config.clone(), db.clone(), kms, sqs.clone());
     let door = sluice_local::door::Door {
         body_cap_bytes: config.request_body_cap_bytes(),
         knowledge,

@@ -30,6 +30,8 @@ pub struct Config {
     pub parse_queue_url: Option<String>,
     /// `SLUICE_INGEST_QUEUE_URL`: where parsed documents go to be chunked and embedded.
     pub ingest_queue_url: Option<String>,
+    /// `SLUICE_TEARDOWN_QUEUE_URL`: where deletes send the work that follows their commit.
+    pub teardown_queue_url: Option<String>,
     /// `SLUICE_DOCUMENT_TEXT_MAX_CHARS`: the budget a knowledge-base document's text spends.
     pub document_text_max_chars: usize,
     /// `SLUICE_INGEST_MAX_RECEIVES`: the delivery on which a failure that might pass later
@@ -95,6 +97,7 @@ impl Config {
                 .clamp(60, 7 * 24 * 3600),
             parse_queue_url: lookup("SLUICE_PARSE_QUEUE_URL").filter(|v| !v.is_empty()),
             ingest_queue_url: lookup("SLUICE_INGEST_QUEUE_URL").filter(|v| !v.is_empty()),
+            teardown_queue_url: lookup("SLUICE_TEARDOWN_QUEUE_URL").filter(|v| !v.is_empty()),
             document_text_max_chars: number("SLUICE_DOCUMENT_TEXT_MAX_CHARS", DEFAULT_DOCUMENT_TEXT_MAX_CHARS as u64)?
                 .max(1000) as usize,
             ingest_max_receives: number("SLUICE_INGEST_MAX_RECEIVES", 5)?.clamp(1, 1000) as u32,
@@ -109,6 +112,9 @@ impl Config {
         }
         if let Some(url) = &self.ingest_queue_url {
             routes.push(("ingest".to_owned(), url.clone()));
+        }
+        if let Some(url) = &self.teardown_queue_url {
+            routes.push(("teardown".to_owned(), url.clone()));
         }
         routes
     }

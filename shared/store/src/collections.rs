@@ -22,6 +22,20 @@ pub struct TeardownQueued {
     pub cleared: bool,
 }
 
+/// The teardown job as the outbox carries it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+pub struct TeardownJob {
+    pub teardown_id: Uuid,
+    pub collection_name: String,
+    pub kb_id: Uuid,
+    pub drop_table: bool,
+    pub cleared: bool,
+    #[serde(default)]
+    pub document_ids: Vec<Uuid>,
+    #[serde(default)]
+    pub objects: Vec<String>,
+}
+
 /// Documents and vectors of one base.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CollectionCounts {
@@ -89,7 +103,7 @@ impl Db {
     /// Deletes a base (a default base is cleared: its row stays) and, in the same
     /// transaction, reserves its name when no other base holds it and queues the teardown
     /// in the outbox. `None` when the base is already gone.
-    pub async fn queue_teardown(&self, kb_id: Uuid) -> Result<Option<TeardownQueued>, StoreError> {
+    pub async fn queue_teardown(&self, kb_id: Uuid) -> Result<Option<(TeardownQueued, serde_json::Value)>, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         let Some(row) = tx.query_opt("SELECT collection_name FROM knowledge_bases WHERE id = $1", &[&kb_id]).await?
@@ -110,6 +124,17 @@ impl Db {
             .await?
             .get(0);
         let cleared = base.is_default;
+        // The base's documents go with it, in this transaction: afterwards nothing would say
+        // they were the base's. Their chunks and stored objects are the teardown's.
+        let documents = tx
+            .query("DELETE FROM rag_documents WHERE kb_id = $1 RETURNING id, storage_path, parsed_path", &[&kb_id])
+            .await?;
+        let document_ids: Vec<Uuid> = documents.iter().map(|r| r.get(0)).collect();
+        let objects: Vec<String> = documents
+            .iter()
+            .flat_map(|r| [r.get::<_, Option<String>>(1), r.get::<_, Option<String>>(2)])
+            .flatten()
+            .collect();
         if !cleared {
             tx.execute("DELETE FROM knowledge_bases WHERE id = $1", &[&kb_id]).await?;
         }
@@ -133,6 +158,8 @@ impl Db {
             "kb_id": kb_id,
             "drop_table": queued.drop_table,
             "cleared": cleared,
+            "document_ids": document_ids,
+            "objects": objects,
         });
         tx.execute(
             "INSERT INTO outbox (id, topic, payload) VALUES ($1, $2, $3)",
@@ -140,7 +167,32 @@ impl Db {
         )
         .await?;
         tx.commit().await?;
-        Ok(Some(queued))
+        Ok(Some((queued, payload)))
+    }
+
+    /// Finishes a teardown's database part, idempotently, under the name's lock: drops the
+    /// vector table and releases the name while the reservation `teardown_id` still holds
+    /// it, or else removes only the deleted base's chunks from the table its siblings keep.
+    pub async fn finish_teardown(&self, job: &TeardownJob) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        tx.execute(NAME_LOCK_SQL, &[&job.collection_name]).await?;
+        let table = vector_table(&job.collection_name);
+        if job.drop_table {
+            let held = tx.execute("DELETE FROM collection_teardowns WHERE id = $1", &[&job.teardown_id]).await?;
+            // Gone already: an earlier run finished, and the name may be someone's again.
+            if held == 1 && vector_width(&tx, &job.collection_name).await?.is_some() {
+                tx.batch_execute(&format!("DROP TABLE {table}")).await?;
+            }
+        } else if vector_width(&tx, &job.collection_name).await?.is_some() {
+            tx.execute(
+                &format!("DELETE FROM {table} WHERE kb_id = $1 OR document_id = ANY($2)"),
+                &[&job.kb_id, &job.document_ids],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     /// The counts of one base's documents and chunks.

@@ -10,7 +10,7 @@ mod search;
 mod vectors;
 
 pub use chat_files::{ChatFile, LandedFile, NewChatFile, NewUploadIntent};
-pub use collections::{CollectionCounts, TEARDOWN_TOPIC, TeardownQueued};
+pub use collections::{CollectionCounts, TEARDOWN_TOPIC, TeardownJob, TeardownQueued};
 pub use credentials::{EmbeddingEndpoint, SealedValue, SecretMeta};
 pub use documents::{
     Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, WriteOutcome,

@@ -1,0 +1,62 @@
+//! The `teardown` function: a knowledge base deleted (or a default one cleared) had its rows
+//! changed in the request, with a reservation of its name when no other base holds it and
+//! this job in the outbox. Here, after the commit: the vector table is dropped and the name
+//! released (or, when siblings keep the table, only the base's chunks go), then the stored
+//! originals and parsed texts are deleted. Every step is idempotent: a redelivered or re-run
+//! job finds the end state and changes nothing.
+
+use sluice_blob::{Blob, BlobError};
+use sluice_domain::Config;
+use sluice_queue::SqsBatchResponse;
+use sluice_store::{Db, StoreError, TeardownJob};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TeardownError {
+    #[error("the message is not a teardown job")]
+    Undecodable,
+    #[error("the database failed: {0}")]
+    Store(#[from] StoreError),
+    #[error("object storage failed: {0}")]
+    Blob(#[from] BlobError),
+}
+
+#[derive(Debug, Clone)]
+pub struct State {
+    pub config: Config,
+    pub db: Db,
+    pub blob: Blob,
+}
+
+impl State {
+    pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        let config = Config::from_env()?;
+        let db = Db::connect_from_env(2).await?;
+        let blob = Blob::from_env(config.bucket.clone(), config.kms_key_id.clone()).await;
+        Ok(Self { config, db, blob })
+    }
+}
+
+/// Handles one SQS batch; only messages that should be delivered again are reported.
+pub async fn handle(state: &State, event: sluice_queue::SqsEvent) -> SqsBatchResponse {
+    sluice_queue::run_batch(event, 2, |message| async move {
+        let job: TeardownJob = serde_json::from_str(message.body.as_deref().unwrap_or_default())
+            .map_err(|_| TeardownError::Undecodable)?;
+        teardown(state, &job).await
+    })
+    .await
+}
+
+/// Finishes one teardown: the database first, then the objects (an object left by a failed
+/// delete is retried with the message; one already gone is not an error).
+pub async fn teardown(state: &State, job: &TeardownJob) -> Result<(), TeardownError> {
+    state.db.finish_teardown(job).await?;
+    for key in &job.objects {
+        match state.blob.delete(key).await {
+            Ok(()) | Err(BlobError::NotFound) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    tracing::info!(collection = %job.collection_name, kb_id = %job.kb_id, dropped = job.drop_table,
+        objects = job.objects.len(), "teardown finished");
+    Ok(())
+}

@@ -1,0 +1,14 @@
+//! The teardown Lambda: wires the SQS event source to `sluice_teardown::handle`.
+
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    sluice_web::init_tracing();
+    let state = sluice_teardown::State::from_env().await?;
+    let state = &state;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<sluice_queue::SqsEvent>| async move {
+        Ok::<_, Error>(sluice_teardown::handle(state, event.payload).await)
+    }))
+    .await
+}
