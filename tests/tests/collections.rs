@@ -303,3 +303,84 @@ async fn vector_tables_are_created_once_at_their_width_and_never_mistaken_for_th
         .get(0);
     assert!(indexdef.contains("halfvec_cosine_ops"), "{indexdef}");
 }
+
+#[tokio::test]
+async fn a_teardown_lost_after_its_commit_is_finished_by_the_sweep() {
+    let stack = Stack::from_env().await;
+    let owner = User::new();
+    let name = unique("lost");
+    let (status, base) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await;
+    assert_eq!(status, 201, "{base}");
+    let kb = Uuid::parse_str(base["id"].as_str().expect("id")).expect("uuid");
+    let store = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    store.ensure_vector_table(&name, 384).await.expect("table");
+    // What a delete commits when its job is then lost: the row gone, the name reserved an
+    // hour and more ago, the job in the outbox marked sent.
+    let db = stack.db().await;
+    let teardown = Uuid::new_v4();
+    let job = json!({"teardown_id": teardown, "collection_name": name, "kb_id": kb, "drop_table": true,
+        "cleared": false, "document_ids": [], "objects": []});
+    db.batch_execute("BEGIN").await.expect("begin");
+    db.execute("DELETE FROM knowledge_bases WHERE id = $1", &[&kb]).await.expect("delete");
+    db.execute(
+        "INSERT INTO collection_teardowns (id, collection_name, kb_id, drop_table, reserved_at) \
+         VALUES ($1, $2, $3, true, now() - interval '2 hours')",
+        &[&teardown, &name, &kb],
+    )
+    .await
+    .expect("reservation");
+    db.execute(
+        "INSERT INTO outbox (id, topic, payload, dispatched_at) VALUES ($1, 'teardown', $2, now() - interval '2 hours')",
+        &[&teardown, &job],
+    )
+    .await
+    .expect("outbox");
+    db.batch_execute("COMMIT").await.expect("commit");
+    let table = format!("rag_{name}");
+    eventually("the sweep sent the teardown again and it finished", async || {
+        let row = db
+            .query_one(
+                "SELECT to_regclass($1) IS NULL, NOT EXISTS (SELECT 1 FROM collection_teardowns WHERE id = $2)",
+                &[&table, &teardown],
+            )
+            .await
+            .expect("state");
+        row.get::<_, bool>(0) && row.get::<_, bool>(1)
+    })
+    .await;
+    assert_eq!(stack.call(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await.0, 201);
+}
+
+#[tokio::test]
+async fn a_document_left_processing_with_no_attempt_is_failed_by_the_sweep() {
+    let stack = Stack::from_env().await;
+    let owner = User::new();
+    let (_, base) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&unique("stale"), "personal"))).await;
+    let kb = Uuid::parse_str(base["id"].as_str().expect("id")).expect("uuid");
+    let db = stack.db().await;
+    let (stale, live) = (Uuid::new_v4(), Uuid::new_v4());
+    for (id, age) in [(stale, "13 hours"), (live, "1 minute")] {
+        db.execute(
+            &format!(
+                "INSERT INTO rag_documents (id, collection_name, kb_id, filename, filesize, filetype, status, \
+                 storage_path, attempt_started_at) VALUES ($1, $2, $3, 'a.txt', 1, 'txt', 'processing', 'documents/x', \
+                 now() - interval '{age}')"
+            ),
+            &[&id, &base["collection_name"].as_str().expect("name"), &kb],
+        )
+        .await
+        .expect("row");
+    }
+    eventually("the stale document failed", async || {
+        let status: String =
+            db.query_one("SELECT status FROM rag_documents WHERE id = $1", &[&stale]).await.expect("row").get(0);
+        status == "error"
+    })
+    .await;
+    let row = db.query_one("SELECT error_message FROM rag_documents WHERE id = $1", &[&stale]).await.expect("row");
+    let message: String = row.get(0);
+    assert!(message.starts_with("sweep: IngestionNotFinished: ") && message.contains("retry"), "{message}");
+    let live_status: String =
+        db.query_one("SELECT status FROM rag_documents WHERE id = $1", &[&live]).await.expect("row").get(0);
+    assert_eq!(live_status, "processing", "a document with a live attempt is left alone");
+}

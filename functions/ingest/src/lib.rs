@@ -97,6 +97,7 @@ pub async fn ingest(state: &State, job: DocumentJob, deliveries: u32) -> Result<
     if document.status != "processing" {
         return Ok(());
     }
+    state.db.touch_document(document.id).await?;
     let last_delivery = deliveries >= state.config.ingest_max_receives;
     match attempt(state, &document).await {
         Ok(()) => Ok(()),

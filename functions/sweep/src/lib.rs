@@ -4,7 +4,11 @@
 //!   (so `GET /files/{id}` says so) and any object that landed late is deleted; a
 //!   document's intent likewise fails its row;
 //! - outbox rows left unsent (the send after their commit failed): sent again, so an
-//!   acknowledged upload never stays `processing` for want of its job.
+//!   acknowledged upload never stays `processing` for want of its job;
+//! - teardown reservations older than an hour: their job sent again, so a lost or failing
+//!   drop does not hold a name for good;
+//! - documents `processing` with no attempt for `STALE_DOCUMENT_AGE`: failed, saying the
+//!   ingestion did not finish and that a retry is possible.
 
 use serde::Serialize;
 use sluice_blob::{Blob, BlobError};
@@ -21,6 +25,13 @@ pub const INTENT_GRACE: Duration = Duration::from_secs(3600);
 /// How long an outbox row may wait for the send after its commit before the sweep sends
 /// it: longer than any request takes to send its own.
 pub const OUTBOX_GRACE: Duration = Duration::from_secs(120);
+
+/// How old a teardown reservation may grow before the sweep sends its job again.
+pub const RESERVATION_GRACE: Duration = Duration::from_secs(3600);
+
+/// How long a document may stay `processing` with no attempt at it: past the ingest queue's
+/// last delivery (5 deliveries of up to 15 minutes, 90 minutes apart), nothing will finish it.
+pub const STALE_DOCUMENT_AGE: Duration = Duration::from_secs(12 * 3600);
 
 /// Rows reaped per run, so one run stays well inside its timeout; the next takes the rest.
 const BATCH: i64 = 500;
@@ -40,6 +51,8 @@ pub enum SweepError {
 pub struct SweepReport {
     pub expired_intents: u32,
     pub resent_jobs: u32,
+    pub retried_teardowns: u32,
+    pub stale_documents: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -50,16 +63,19 @@ pub struct State {
     pub dispatcher: Dispatcher,
     /// `OUTBOX_GRACE` unless a test shortens it.
     pub outbox_grace: Duration,
+    /// `STALE_DOCUMENT_AGE` unless configured (`SLUICE_STALE_DOCUMENT_SECS`).
+    pub stale_document_age: Duration,
 }
 
 impl State {
     pub fn new(config: Config, db: Db, blob: Blob, sqs: aws_sdk_sqs::Client) -> Self {
         let dispatcher = Dispatcher::new(sqs, config.job_routes());
-        let outbox_grace = std::env::var("SLUICE_OUTBOX_GRACE_SECS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map_or(OUTBOX_GRACE, Duration::from_secs);
-        Self { config, db, blob, dispatcher, outbox_grace }
+        let seconds = |name: &str, default: Duration| {
+            std::env::var(name).ok().and_then(|v| v.parse().ok()).map_or(default, Duration::from_secs)
+        };
+        let outbox_grace = seconds("SLUICE_OUTBOX_GRACE_SECS", OUTBOX_GRACE);
+        let stale_document_age = seconds("SLUICE_STALE_DOCUMENT_SECS", STALE_DOCUMENT_AGE);
+        Self { config, db, blob, dispatcher, outbox_grace, stale_document_age }
     }
 
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
@@ -97,8 +113,20 @@ pub async fn handle(state: &State, now: OffsetDateTime) -> Result<SweepReport, S
         state.db.mark_dispatched(message.id).await?;
         report.resent_jobs += 1;
     }
-    if report.expired_intents > 0 || report.resent_jobs > 0 {
-        tracing::info!(expired_intents = report.expired_intents, resent_jobs = report.resent_jobs, "swept");
+    for job in state.db.stale_teardowns(RESERVATION_GRACE).await? {
+        state.dispatcher.send(sluice_store::TEARDOWN_TOPIC, &job).await?;
+        report.retried_teardowns += 1;
+    }
+    let message = "sweep: IngestionNotFinished: the ingestion stopped without finishing; retry the document";
+    report.stale_documents = state.db.fail_stale_documents(state.stale_document_age, message).await?;
+    if report != SweepReport::default() {
+        tracing::info!(
+            expired_intents = report.expired_intents,
+            resent_jobs = report.resent_jobs,
+            retried_teardowns = report.retried_teardowns,
+            stale_documents = report.stale_documents,
+            "swept"
+        );
     }
     Ok(report)
 }

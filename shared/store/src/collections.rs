@@ -195,6 +195,22 @@ impl Db {
         Ok(())
     }
 
+    /// Teardowns whose reservation is older than `older_than`: their drop was lost or keeps
+    /// failing. Each is stamped anew, so the next run waits another period before asking
+    /// again; the job is the outbox row committed with the delete.
+    pub async fn stale_teardowns(&self, older_than: std::time::Duration) -> Result<Vec<serde_json::Value>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "WITH stale AS (UPDATE collection_teardowns SET reserved_at = now() \
+                 WHERE reserved_at < now() - make_interval(secs => $1) RETURNING id) \
+                 SELECT o.payload FROM outbox o JOIN stale ON stale.id = o.id",
+                &[&older_than.as_secs_f64()],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
     /// The counts of one base's documents and chunks.
     pub async fn collection_counts(&self, base: &KnowledgeBase) -> Result<CollectionCounts, StoreError> {
         let client = self.client().await?;

@@ -256,6 +256,36 @@ impl Db {
         Ok(())
     }
 
+    /// Marks an attempt at a document as live now (ingest taking it up).
+    pub async fn touch_document(&self, id: Uuid) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "UPDATE rag_documents SET attempt_started_at = now() WHERE id = $1 AND status = 'processing'",
+                &[&id],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Fails documents `processing` whose attempt began more than `older_than` ago and
+    /// which wait for no upload: whatever ran them died without recording it.
+    pub async fn fail_stale_documents(
+        &self,
+        older_than: std::time::Duration,
+        message: &str,
+    ) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        Ok(client
+            .execute(
+                "UPDATE rag_documents SET status = 'error', error_message = $2, completed_at = now() \
+                 WHERE status = 'processing' AND attempt_started_at < now() - make_interval(secs => $1) \
+                 AND (upload_expires_at IS NULL OR parsed_path IS NOT NULL)",
+                &[&older_than.as_secs_f64(), &message],
+            )
+            .await?)
+    }
+
     /// Fails a document still `processing`; the first failure recorded is kept.
     pub async fn fail_document(&self, id: Uuid, message: &str) -> Result<bool, StoreError> {
         let client = self.client().await?;
@@ -385,7 +415,8 @@ impl Db {
         let reopened = tx
             .execute(
                 "UPDATE rag_documents SET status = 'processing', error_message = NULL, completed_at = NULL, \
-                 parsed_path = NULL WHERE id = $1 AND status = 'error' AND storage_path IS NOT NULL",
+                 parsed_path = NULL, attempt_started_at = now() \
+                 WHERE id = $1 AND status = 'error' AND storage_path IS NOT NULL",
                 &[&id],
             )
             .await?;

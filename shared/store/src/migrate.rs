@@ -8,6 +8,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (2, "upload_intents", include_str!("../migrations/0002_upload_intents.sql")),
     (3, "knowledge_bases", include_str!("../migrations/0003_knowledge_bases.sql")),
     (4, "collections", include_str!("../migrations/0004_collections.sql")),
+    (5, "attempts", include_str!("../migrations/0005_attempts.sql")),
 ];
 
 /// An arbitrary constant naming Sluice's migration lock.
