@@ -3,6 +3,7 @@
 //! real S3 client and a real PostgreSQL connection.
 
 pub mod stub;
+pub mod vectors;
 
 use std::collections::BTreeSet;
 use uuid::Uuid;

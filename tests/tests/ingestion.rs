@@ -5,6 +5,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use sluice_e2e::stub::{Scripted, StubProvider};
+use sluice_e2e::vectors::{literal, local_embedding};
 use sluice_e2e::{Stack, User, file_form};
 use sluice_formats::fixtures;
 use std::time::{Duration, Instant};
@@ -47,21 +48,6 @@ async fn settled(stack: &Stack, user: &User, kb_id: &str) -> Value {
         assert!(started.elapsed() < Duration::from_secs(90), "still indexing: {answer}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-async fn query_vector(text: &str) -> String {
-    let base_url = std::env::var("SLUICE_LOCAL_EMBEDDINGS_URL").expect("the local service");
-    let target =
-        sluice_embed::client::Target { base_url, model: "all-minilm-l6-v2".to_owned(), dimensions: 384, api_key: None };
-    let vectors = sluice_embed::client::embed(
-        &sluice_embed::http_client(),
-        &target,
-        &[text.to_owned()],
-        sluice_embed::client::RetryPolicy::default(),
-    )
-    .await
-    .expect("embedded");
-    format!("[{}]", vectors[0].iter().map(f32::to_string).collect::<Vec<_>>().join(","))
 }
 
 #[tokio::test]
@@ -109,7 +95,7 @@ async fn documents_of_every_kind_become_vectors_a_query_in_other_words_finds() {
 
     let db = stack.db().await;
     for (name, _, query) in &documents {
-        let vector = query_vector(query).await;
+        let vector = literal(&local_embedding(query).await);
         let row = db
             .query_one(
                 &format!(

@@ -4,44 +4,10 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
+use sluice_e2e::vectors::{Rng, literal, local_embedding};
 use sluice_e2e::{Stack, User};
 use std::collections::HashMap;
 use uuid::Uuid;
-
-/// A small deterministic generator, so a failure can be replayed from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn unit_vector(&mut self) -> Vec<f32> {
-        let v: Vec<f32> = (0..384).map(|_| (self.next() % 2001) as f32 / 1000.0 - 1.0).collect();
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.into_iter().map(|x| x / norm).collect()
-    }
-}
-
-fn literal(v: &[f32]) -> String {
-    format!("[{}]", v.iter().map(f32::to_string).collect::<Vec<_>>().join(","))
-}
-
-async fn query_vector(text: &str) -> Vec<f32> {
-    let target = sluice_embed::client::Target {
-        base_url: std::env::var("SLUICE_LOCAL_EMBEDDINGS_URL").expect("the local service"),
-        model: "all-minilm-l6-v2".to_owned(),
-        dimensions: 384,
-        api_key: None,
-    };
-    let http = sluice_embed::http_client();
-    sluice_embed::client::embed(&http, &target, &[text.to_owned()], Default::default()).await.expect("embed").remove(0)
-}
 
 #[derive(Debug, Clone)]
 struct Chunk {
@@ -117,7 +83,7 @@ async fn every_search_is_the_brute_force_answer_within_reach_and_filters() {
                 document_type: types[rng.below(4)],
                 unit: units[rng.below(3)],
                 date: (day < 365).then(|| time::Date::from_ordinal_date(2026, day as u16 + 1).expect("date")),
-                embedding: rng.unit_vector(),
+                embedding: rng.unit_vector(384),
             });
         }
     }
@@ -150,7 +116,7 @@ async fn every_search_is_the_brute_force_answer_within_reach_and_filters() {
     let queries = ["quarterly revenue", "server outage", "hiring plan", "office move", "customer complaint"];
     let mut vectors = HashMap::new();
     for q in queries {
-        vectors.insert(q, query_vector(q).await);
+        vectors.insert(q, local_embedding(q).await);
     }
     for case in 0..60 {
         let caller = callers[rng.below(callers.len())];

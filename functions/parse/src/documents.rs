@@ -90,7 +90,6 @@ pub async fn document_landed(state: &State, key: &str) -> Result<(), ParseError>
 
 /// Extracts a document's text, stores it and sends the ingest job.
 async fn parse_bytes(state: &State, document: &Document, bytes: bytes::Bytes) -> Result<(), ParseError> {
-    let document = document.clone();
     let Some(kind) = sluice_formats::kind_for_filename(&document.filename) else {
         return fail(state, &document, "UnsupportedFormat", "ingestion cannot read this format").await;
     };

@@ -11,6 +11,7 @@ use crate::vectors::vector_width;
 use crate::{Db, StoreError};
 use sluice_domain::collection::vector_table;
 use time::Date;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 /// One base a search may read: its chunks carry its id and its tenant (`None` for an app
@@ -185,27 +186,24 @@ async fn nearest(
              ORDER BY embedding <=> $9 LIMIT $10",
             tenant_clause(base)
         );
-        rows.extend(
-            client
-                .query(
-                    &sql,
-                    &[
-                        &base.kb_id,
-                        &base.org_id,
-                        &filters.source,
-                        &filters.document_type,
-                        &filters.organizational_unit,
-                        &filters.date_from,
-                        &filters.date_to,
-                        &filters.parent_doc_id,
-                        vector,
-                        &top_k,
-                    ],
-                )
-                .await?,
-        );
+        let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, filters);
+        rows.extend(client.query(&sql, &[p1, p2, p3, p4, p5, p6, p7, p8, vector, &top_k]).await?);
     }
     Ok(rows)
+}
+
+/// The parameters `$1`…`$8` of a per-base query: the base, its tenant, the filters.
+fn scoped_params<'a>(base: &'a ScopeBase, filters: &'a SearchFilters) -> [&'a (dyn ToSql + Sync); 8] {
+    [
+        &base.kb_id,
+        &base.org_id,
+        &filters.source,
+        &filters.document_type,
+        &filters.organizational_unit,
+        &filters.date_from,
+        &filters.date_to,
+        &filters.parent_doc_id,
+    ]
 }
 
 /// How many chunks in scope pass the filters, counted up to just past `EXACT_SCAN_ROWS`.
@@ -222,23 +220,8 @@ async fn matching_rows(
             tenant_clause(base)
         );
         let limit = EXACT_SCAN_ROWS + 1;
-        let count: i64 = client
-            .query_one(
-                &sql,
-                &[
-                    &base.kb_id,
-                    &base.org_id,
-                    &filters.source,
-                    &filters.document_type,
-                    &filters.organizational_unit,
-                    &filters.date_from,
-                    &filters.date_to,
-                    &filters.parent_doc_id,
-                    &limit,
-                ],
-            )
-            .await?
-            .get(0);
+        let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, filters);
+        let count: i64 = client.query_one(&sql, &[p1, p2, p3, p4, p5, p6, p7, p8, &limit]).await?.get(0);
         total += count;
     }
     Ok(total)

@@ -10,6 +10,7 @@
 //! `bench-chunk-writes [--rows N] [--psql PATH]`; reads `DATABASE_URL`, `PDFIUM_LIB_PATH`
 //! and `SLUICE_LOCAL_EMBEDDINGS_URL`.
 
+use sluice_e2e::vectors::{Rng, literal};
 use sluice_store::{ChunkRow, Db, Document};
 use std::time::Instant;
 use uuid::Uuid;
@@ -18,20 +19,9 @@ const DIMENSIONS: usize = 384;
 const COLUMNS: &str = "id, kb_id, org_id, document_id, chunk_index, content, metadata, source, document_type, \
                        organizational_unit, document_date, source_path, filename, content_hash, embedding";
 
-/// A deterministic pseudo-random unit vector per row (xorshift), so runs compare.
+/// A deterministic unit vector per row, so runs compare.
 fn vector(seed: u64) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut v: Vec<f32> = (0..DIMENSIONS)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % 2000) as f32 / 1000.0 - 1.0
-        })
-        .collect();
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    v.iter_mut().for_each(|x| *x /= norm);
-    v
+    Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1).unit_vector(DIMENSIONS)
 }
 
 fn rows(n: usize) -> Vec<ChunkRow> {
@@ -44,10 +34,6 @@ fn rows(n: usize) -> Vec<ChunkRow> {
             embedding: vector(i as u64 + 1),
         })
         .collect()
-}
-
-fn literal(v: &[f32]) -> String {
-    format!("[{}]", v.iter().map(f32::to_string).collect::<Vec<_>>().join(","))
 }
 
 struct Fixture {

@@ -5,6 +5,7 @@
 //!
 //! `bench-search [--rows N] [--queries Q] [--keep]`; reads `DATABASE_URL`.
 
+use sluice_e2e::vectors::{Rng, normalised};
 use sluice_store::{Db, ScopeBase, SearchFilters};
 use std::time::Instant;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
@@ -13,26 +14,6 @@ use uuid::Uuid;
 
 const DIMENSIONS: usize = 384;
 const CLUSTERS: usize = 200;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    /// Roughly normal, mean 0, deviation 1 (the sum of twelve uniforms).
-    fn normal(&mut self) -> f32 {
-        (0..12).map(|_| (self.next() % 1_000_000) as f32 / 1_000_000.0).sum::<f32>() - 6.0
-    }
-}
-
-fn normalised(v: Vec<f32>) -> Vec<f32> {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    v.into_iter().map(|x| x / norm).collect()
-}
 
 /// A point near one of the topic centroids, as embeddings of a real corpus cluster.
 fn near(rng: &mut Rng, centroids: &[Vec<f32>]) -> Vec<f32> {

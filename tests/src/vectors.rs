@@ -1,0 +1,55 @@
+//! Vectors for the tests and benchmarks: a seeded generator (a failure replays from its
+//! seed), pgvector's text form, and the local embedding service's vector for a text.
+
+/// A small deterministic generator (xorshift).
+#[derive(Debug, Clone)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// Roughly normal, mean 0, deviation 1 (the sum of twelve uniforms).
+    pub fn normal(&mut self) -> f32 {
+        (0..12).map(|_| (self.next() % 1_000_000) as f32 / 1_000_000.0).sum::<f32>() - 6.0
+    }
+
+    /// A unit vector of `dimensions`, uniform in each coordinate before normalising.
+    pub fn unit_vector(&mut self, dimensions: usize) -> Vec<f32> {
+        normalised((0..dimensions).map(|_| (self.next() % 2001) as f32 / 1000.0 - 1.0).collect())
+    }
+}
+
+pub fn normalised(v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / norm).collect()
+}
+
+/// pgvector's text form, `[x,y,…]`.
+pub fn literal(v: &[f32]) -> String {
+    format!("[{}]", v.iter().map(f32::to_string).collect::<Vec<_>>().join(","))
+}
+
+/// The stack's local embedding service's vector for `text` (`SLUICE_LOCAL_EMBEDDINGS_URL`).
+pub async fn local_embedding(text: &str) -> Vec<f32> {
+    let target = sluice_embed::client::Target {
+        base_url: std::env::var("SLUICE_LOCAL_EMBEDDINGS_URL").expect("SLUICE_LOCAL_EMBEDDINGS_URL"),
+        model: "all-minilm-l6-v2".to_owned(),
+        dimensions: 384,
+        api_key: None,
+    };
+    let texts = [text.to_owned()];
+    sluice_embed::client::embed(&sluice_embed::http_client(), &target, &texts, Default::default())
+        .await
+        .expect("embedded")
+        .remove(0)
+}
