@@ -91,7 +91,7 @@ pub async fn document_landed(state: &State, key: &str) -> Result<(), ParseError>
 /// Extracts a document's text, stores it and sends the ingest job.
 async fn parse_bytes(state: &State, document: &Document, bytes: bytes::Bytes) -> Result<(), ParseError> {
     let Some(kind) = sluice_formats::kind_for_filename(&document.filename) else {
-        return fail(state, &document, "UnsupportedFormat", "ingestion cannot read this format").await;
+        return fail(state, document, "UnsupportedFormat", "ingestion cannot read this format").await;
     };
     let (extractor, max_chars) = (state.extractor.clone(), state.config.document_text_max_chars);
     let extracted = state
@@ -103,18 +103,18 @@ async fn parse_bytes(state: &State, document: &Document, bytes: bytes::Bytes) ->
         Ok(extraction) => extraction,
         Err(refusal) => {
             let advice = format!("{}; upload a file that is what its name says", refusal.message);
-            return fail(state, &document, refusal.code.as_str(), &advice).await;
+            return fail(state, document, refusal.code.as_str(), &advice).await;
         }
     };
     let Some(text) = extraction.text.filter(|t| !t.trim().is_empty()) else {
         let why = extraction.unreadable.unwrap_or_else(|| "the document holds no text".to_owned());
         let advice = format!("{why}; upload a version with a text layer");
-        return fail(state, &document, "UnreadableDocument", &advice).await;
+        return fail(state, document, "UnreadableDocument", &advice).await;
     };
     if extraction.truncated {
         tracing::warn!(id = %document.id, max_chars, "document text cut at the budget");
     }
-    let parsed = parsed_key(&document);
+    let parsed = parsed_key(document);
     state.blob.put_encrypted(&parsed, bytes::Bytes::from(text), "text/plain; charset=utf-8").await?;
     state.db.set_parsed_path(document.id, &parsed).await?;
     state
