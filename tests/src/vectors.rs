@@ -6,7 +6,7 @@
 pub struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -15,17 +15,17 @@ impl Rng {
 
     /// A number in `0..n`.
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.next_u64() % n as u64) as usize
     }
 
     /// Roughly normal, mean 0, deviation 1 (the sum of twelve uniforms).
     pub fn normal(&mut self) -> f32 {
-        (0..12).map(|_| (self.next() % 1_000_000) as f32 / 1_000_000.0).sum::<f32>() - 6.0
+        (0..12).map(|_| (self.next_u64() % 1_000_000) as f32 / 1_000_000.0).sum::<f32>() - 6.0
     }
 
     /// A unit vector of `dimensions`, uniform in each coordinate before normalising.
     pub fn unit_vector(&mut self, dimensions: usize) -> Vec<f32> {
-        normalised((0..dimensions).map(|_| (self.next() % 2001) as f32 / 1000.0 - 1.0).collect())
+        normalised((0..dimensions).map(|_| (self.next_u64() % 2001) as f32 / 1000.0 - 1.0).collect())
     }
 }
 

@@ -17,7 +17,7 @@ const CLUSTERS: usize = 200;
 
 /// A point near one of the topic centroids, as embeddings of a real corpus cluster.
 fn near(rng: &mut Rng, centroids: &[Vec<f32>]) -> Vec<f32> {
-    let c = &centroids[(rng.next() % centroids.len() as u64) as usize];
+    let c = &centroids[(rng.next_u64() % centroids.len() as u64) as usize];
     normalised(c.iter().map(|x| x + 0.06 * rng.normal()).collect())
 }
 
