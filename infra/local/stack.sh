@@ -145,6 +145,9 @@ ENV
     echo "export SLUICE_LOCAL_VISIBILITY_TIMEOUT_SECS=5"
     echo "export SLUICE_EMBED_RETRY_ATTEMPTS=2 SLUICE_EMBED_RETRY_FIRST_DELAY_MS=50 SLUICE_INGEST_MAX_RECEIVES=3"
     echo "export SLUICE_OUTBOX_GRACE_SECS=3"
+    # A teardown gives up a lock after half a second, and the sweep sends an unfinished one
+    # again after ten: the janitor tests watch both happen.
+    echo "export SLUICE_TEARDOWN_LOCK_TIMEOUT_MS=500 SLUICE_TEARDOWN_RETRY_SECS=10"
   fi
 }
 

@@ -106,7 +106,7 @@ async fn a_deleted_base_is_torn_down_after_its_commit_and_its_name_released() {
     // A redelivered teardown finds the end state and changes nothing.
     let job: sluice_store::TeardownJob = serde_json::from_value(outbox).expect("job");
     let store = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
-    store.finish_teardown(&job).await.expect("again");
+    store.finish_teardown(&job, std::time::Duration::from_secs(5)).await.expect("again");
     assert_eq!(
         stack.call(&owner, Method::GET, &format!("/kb/{}", again["id"].as_str().expect("id")), None).await.0,
         200
@@ -383,4 +383,141 @@ async fn a_document_left_processing_with_no_attempt_is_failed_by_the_sweep() {
     let live_status: String =
         db.query_one("SELECT status FROM rag_documents WHERE id = $1", &[&live]).await.expect("row").get(0);
     assert_eq!(live_status, "processing", "a document with a live attempt is left alone");
+}
+
+#[tokio::test]
+async fn a_teardown_held_up_by_a_lock_fails_its_deliveries_and_is_finished_by_the_sweep() {
+    let stack = Stack::from_env().await;
+    let owner = User::new();
+    let name = unique("held");
+    let (status, base) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await;
+    assert_eq!(status, 201, "{base}");
+    let store = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    store.ensure_vector_table(&name, 384).await.expect("table");
+    let table = format!("rag_{name}");
+    // A long reader of the table: the teardown's DROP waits for it, gives up after the
+    // configured lock timeout (SLUICE_TEARDOWN_LOCK_TIMEOUT_MS), and fails the delivery.
+    let reader = stack.db().await;
+    reader.batch_execute(&format!("BEGIN; LOCK TABLE {table} IN ACCESS SHARE MODE")).await.expect("lock");
+    let (status, queued) =
+        stack.call_json(&owner, Method::DELETE, &format!("/kb/{}", base["id"].as_str().expect("id")), None).await;
+    assert_eq!(status, 202, "{queued}");
+    let teardown = queued["teardown_id"].as_str().expect("id").to_owned();
+
+    // Every delivery of the job fails until SQS gives it up to the dead-letter queue.
+    let dead_letters = stack
+        .sqs
+        .get_queue_url()
+        .queue_name("sluice-teardown-dlq")
+        .send()
+        .await
+        .expect("dlq")
+        .queue_url()
+        .expect("url")
+        .to_owned();
+    let started = std::time::Instant::now();
+    'dead: loop {
+        assert!(started.elapsed() < std::time::Duration::from_secs(120), "the job never became a dead letter");
+        let received = stack
+            .sqs
+            .receive_message()
+            .queue_url(&dead_letters)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .expect("receive");
+        for message in received.messages() {
+            if message.body().is_some_and(|b| b.contains(&teardown)) {
+                let handle = message.receipt_handle().expect("handle");
+                stack.sqs.delete_message().queue_url(&dead_letters).receipt_handle(handle).send().await.expect("ack");
+                break 'dead;
+            }
+        }
+    }
+    let db = stack.db().await;
+    let state = async || {
+        let row = db
+            .query_one(
+                "SELECT to_regclass($1) IS NULL, NOT EXISTS (SELECT 1 FROM collection_teardowns WHERE id = $2::text::uuid)",
+                &[&table, &teardown],
+            )
+            .await
+            .expect("state");
+        (row.get::<_, bool>(0), row.get::<_, bool>(1))
+    };
+    assert_eq!(state().await, (false, false), "nothing finished while the lock was held");
+    let (status, refused) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await;
+    assert_eq!(status, 409, "the name stays reserved: {refused}");
+
+    // The reader lets go; the sweep, past SLUICE_TEARDOWN_RETRY_SECS, sends the job again.
+    reader.batch_execute("ROLLBACK").await.expect("release");
+    eventually("the sweep's job dropped the table and released the name", async || state().await == (true, true)).await;
+    assert_eq!(stack.call(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await.0, 201);
+}
+
+/// Runs `sluice` (built beside the test binaries) with the stack's environment.
+fn sluice(args: &[&str]) -> (i32, Value) {
+    let exe = std::env::current_exe().expect("exe");
+    let binary = exe.parent().and_then(std::path::Path::parent).expect("target dir").join("sluice");
+    let output = std::process::Command::new(&binary).args(args).output().expect("run sluice");
+    let text = if output.status.success() { output.stdout } else { output.stderr };
+    let text = String::from_utf8_lossy(&text);
+    let answer = serde_json::from_str(text.trim()).unwrap_or_else(|_| panic!("not JSON: {text}"));
+    (output.status.code().unwrap_or(-1), answer)
+}
+
+#[tokio::test]
+async fn rag_drop_refuses_a_name_several_bases_hold_and_otherwise_goes_through_the_teardown() {
+    let stack = Stack::from_env().await;
+    let owner = User::new();
+    let name = unique("drop");
+    let (_, first) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await;
+    let (_, second) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await;
+    let (first_id, second_id) = (first["id"].as_str().expect("id"), second["id"].as_str().expect("id"));
+    let store = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    store.ensure_vector_table(&name, 384).await.expect("table");
+    let table = format!("rag_{name}");
+    let db = stack.db().await;
+    let table_exists = async || {
+        db.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table]).await.expect("regclass").get::<_, bool>(0)
+    };
+
+    let (code, refused) = sluice(&["rag-drop", &name]);
+    assert_eq!(code, 1, "{refused}");
+    let mut listed: Vec<&str> =
+        refused["knowledge_base_ids"].as_array().expect("ids").iter().filter_map(Value::as_str).collect();
+    listed.sort_unstable();
+    let mut expected = vec![first_id, second_id];
+    expected.sort_unstable();
+    assert_eq!(listed, expected, "{refused}");
+    assert!(refused["error"].as_str().expect("why").contains("--knowledge-base"), "{refused}");
+    assert_eq!(stack.call(&owner, Method::GET, &format!("/kb/{first_id}"), None).await.0, 200, "nothing changed");
+
+    let (code, dropped) = sluice(&["rag-drop", &name, "--knowledge-base", first_id]);
+    assert_eq!(code, 0, "{dropped}");
+    assert_eq!((dropped["kb_id"].as_str(), dropped["drops_table"].clone()), (Some(first_id), json!(false)));
+    assert_eq!(stack.call(&owner, Method::GET, &format!("/kb/{first_id}"), None).await.0, 404);
+    assert!(table_exists().await, "the sibling keeps the table");
+    let (code, stranger) = sluice(&["rag-drop", &name, "--knowledge-base", &Uuid::new_v4().to_string()]);
+    assert_eq!(code, 1, "{stranger}");
+
+    let (code, dropped) = sluice(&["rag-drop", &name]);
+    assert_eq!(code, 0, "the one holder left is named by the name alone: {dropped}");
+    assert_eq!(dropped["drops_table"], true);
+    eventually("the last holder's table dropped", async || !table_exists().await).await;
+
+    // A name no base holds, as rag-ingest leaves it: everything under it goes.
+    let orphan = unique("unheld");
+    store.ensure_vector_table(&orphan, 384).await.expect("table");
+    let (code, answer) = sluice(&["rag-drop", &orphan]);
+    assert_eq!((code, answer["kb_id"].clone(), answer["drops_table"].clone()), (0, Value::Null, json!(true)));
+    let orphan_table = format!("rag_{orphan}");
+    eventually("the unheld name's table dropped", async || {
+        db.query_one("SELECT to_regclass($1) IS NULL", &[&orphan_table]).await.expect("regclass").get::<_, bool>(0)
+    })
+    .await;
+    let (code, nothing) = sluice(&["rag-drop", &orphan]);
+    assert_eq!(code, 1, "{nothing}");
+    assert_eq!(nothing["error"], "nothing holds this name");
 }

@@ -422,6 +422,65 @@ async fn a_failed_document_is_retried_from_its_stored_original() {
 }
 
 #[tokio::test]
+async fn an_ingest_racing_a_teardown_writes_nothing_and_brings_no_table_back() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    // The first document is indexed at once; the second's ingest is held three seconds by
+    // the provider, while its base is deleted and torn down.
+    let script =
+        vec![StubProvider::sized(), Scripted::status(429, "{}").header("retry-after", "3"), StubProvider::sized()];
+    let stub = StubProvider::start(script, 384).await;
+    let base = base_on_stub(&stack, &user, &stub).await;
+    let (kb_id, collection) = (base["id"].as_str().expect("id"), base["collection_name"].as_str().expect("name"));
+    let (status, _) =
+        upload(&stack, &user, &format!("/kb/{kb_id}/documents"), file_form("a.md", None, b"# A\n\nfirst\n".to_vec()))
+            .await;
+    assert_eq!(status, 202);
+    settled(&stack, &user, kb_id).await;
+    let (_, answer) =
+        upload(&stack, &user, &format!("/kb/{kb_id}/documents"), file_form("b.md", None, b"# B\n\nsecond\n".to_vec()))
+            .await;
+    let id = Uuid::parse_str(answer["tracking_id"].as_str().expect("id")).expect("uuid");
+    let started = Instant::now();
+    while stub.requests() < 2 {
+        assert!(started.elapsed() < Duration::from_secs(30), "the second ingest never asked the provider");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, queued) = stack.call_json(&user, Method::DELETE, &format!("/kb/{kb_id}"), None).await;
+    assert_eq!(status, 202, "{queued}");
+    let db = stack.db().await;
+    let table = format!("rag_{collection}");
+    let table_exists = async || {
+        db.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table]).await.expect("regclass").get::<_, bool>(0)
+    };
+    while table_exists().await {
+        assert!(started.elapsed() < Duration::from_secs(60), "the teardown never dropped the table");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    while stub.requests() < 3 {
+        assert!(started.elapsed() < Duration::from_secs(60), "the held ingest never finished embedding");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stack.drained("sluice-ingest").await;
+    assert!(!table_exists().await, "the ingest that lost the race brought the table back");
+    let rows: i64 =
+        db.query_one("SELECT count(*) FROM rag_documents WHERE id = $1", &[&id]).await.expect("count").get(0);
+    assert_eq!(rows, 0);
+    let reserved: i64 = db
+        .query_one("SELECT count(*) FROM collection_teardowns WHERE collection_name = $1", &[&collection])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(reserved, 0, "the teardown finished and released the name");
+    while !(stack.keys_under(&format!("documents/{kb_id}/")).await.is_empty()
+        && stack.keys_under(&format!("parsed/{id}")).await.is_empty())
+    {
+        assert!(started.elapsed() < Duration::from_secs(60), "the base's stored objects remain");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
 async fn a_document_deleted_while_indexing_leaves_no_chunks() {
     let stack = Stack::from_env().await;
     let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);

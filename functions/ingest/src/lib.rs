@@ -173,16 +173,18 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
             });
         }
     }
-    state.db.ensure_vector_table(&base.collection_name, base.embedding_dim).await?;
-    match state.db.write_chunks(document, &rows).await? {
-        WriteOutcome::Written { chunks, retired_objects } => {
-            tracing::info!(id = %document.id, chunks, retired = retired_objects.len() / 2,
-                collection = %base.collection_name, "document indexed");
-            // The replaced documents' rows are gone; a copy left behind is only storage.
-            for key in retired_objects {
-                if let Err(error) = state.blob.delete(&key).await {
-                    tracing::error!(error = ?error, key, "a replaced document's object remains");
-                }
+    let stopped = state.db.ensure_base_table(base.id, &base.collection_name, base.embedding_dim).await?;
+    let outcome = match stopped {
+        Some(outcome) => outcome,
+        None => state.db.write_chunks(document, &rows).await?,
+    };
+    match outcome {
+        WriteOutcome::Written { chunks, retired, removal } => {
+            tracing::info!(id = %document.id, chunks, retired, collection = %base.collection_name, "document indexed");
+            // The replaced documents' rows are gone; their objects' removal was queued with
+            // the write, and one that fails here is the sweep's to finish.
+            if let Some(removal) = removal {
+                state.db.remove_now_or_later(removal, move |key| async move { state.blob.delete(&key).await }).await;
             }
             Ok(())
         }

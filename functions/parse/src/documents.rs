@@ -116,7 +116,16 @@ async fn parse_bytes(state: &State, document: &Document, bytes: bytes::Bytes) ->
     }
     let parsed = parsed_key(document);
     state.blob.put_encrypted(&parsed, bytes::Bytes::from(text), "text/plain; charset=utf-8").await?;
-    state.db.set_parsed_path(document.id, &parsed).await?;
+    if !state.db.set_parsed_path(document.id, &parsed).await? {
+        // Deleted while it was parsed: what was just written is garbage. The removal is
+        // queued first, so it outlives a failure here and the sweep finishes it.
+        let objects = [parsed];
+        if let Some(removal) = state.db.queue_removal(&objects, "document deleted while parsing").await? {
+            state.db.remove_now_or_later(removal, move |key| async move { state.blob.delete(&key).await }).await;
+        }
+        tracing::info!(id = %document.id, "document deleted while parsing; its text removed");
+        return Ok(());
+    }
     state
         .dispatcher
         .send("ingest", &serde_json::json!({"document_id": document.id}))

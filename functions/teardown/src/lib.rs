@@ -9,6 +9,7 @@ use sluice_blob::{Blob, BlobError};
 use sluice_domain::Config;
 use sluice_queue::SqsBatchResponse;
 use sluice_store::{Db, StoreError, TeardownJob};
+use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TeardownError {
@@ -20,19 +21,33 @@ pub enum TeardownError {
     Blob(#[from] BlobError),
 }
 
+/// How long a teardown waits for the name's lock or the table's before it gives up this
+/// attempt (SQS delivers the job again, and the sweep after that).
+pub const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
 #[derive(Debug, Clone)]
 pub struct State {
     pub config: Config,
     pub db: Db,
     pub blob: Blob,
+    /// `LOCK_TIMEOUT` unless configured (`SLUICE_TEARDOWN_LOCK_TIMEOUT_MS`).
+    pub lock_timeout: Duration,
 }
 
 impl State {
+    pub fn new(config: Config, db: Db, blob: Blob) -> Self {
+        let lock_timeout = std::env::var("SLUICE_TEARDOWN_LOCK_TIMEOUT_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(LOCK_TIMEOUT, Duration::from_millis);
+        Self { config, db, blob, lock_timeout }
+    }
+
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
         let db = Db::connect_from_env(2).await?;
         let blob = Blob::from_env(config.bucket.clone(), config.kms_key_id.clone()).await;
-        Ok(Self { config, db, blob })
+        Ok(Self::new(config, db, blob))
     }
 }
 
@@ -49,14 +64,14 @@ pub async fn handle(state: &State, event: sluice_queue::SqsEvent) -> SqsBatchRes
 /// Finishes one teardown: the database first, then the objects (an object left by a failed
 /// delete is retried with the message; one already gone is not an error).
 pub async fn teardown(state: &State, job: &TeardownJob) -> Result<(), TeardownError> {
-    state.db.finish_teardown(job).await?;
+    state.db.finish_teardown(job, state.lock_timeout).await?;
     for key in &job.objects {
         match state.blob.delete(key).await {
             Ok(()) | Err(BlobError::NotFound) => {}
             Err(error) => return Err(error.into()),
         }
     }
-    tracing::info!(collection = %job.collection_name, kb_id = %job.kb_id, dropped = job.drop_table,
+    tracing::info!(collection = %job.collection_name, kb_id = ?job.kb_id, dropped = job.drop_table,
         objects = job.objects.len(), "teardown finished");
     Ok(())
 }

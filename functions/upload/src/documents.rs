@@ -365,16 +365,16 @@ pub async fn retry(state: &AppState, caller: &Caller, id: Uuid) -> Result<Respon
 }
 
 /// `DELETE /rag/documents/{id}`: the row and its chunks first (waiting for a write in
-/// flight), then its stored original and parsed text.
+/// flight), with the removal of its stored original and parsed text queued, then run.
 pub async fn delete(state: &AppState, caller: &Caller, id: Uuid) -> Result<Response<Body>, UploadError> {
     writable_document(state, caller, id).await?;
-    let Some(deleted) = state.db.delete_document(id).await? else {
+    let Some((_, removal)) = state.db.delete_document(id).await? else {
         return Err(UploadError::NotFound("document"));
     };
-    for key in [deleted.storage_path, deleted.parsed_path].into_iter().flatten() {
-        if let Err(error) = state.blob.delete(&key).await {
-            tracing::error!(error = ?error, key, "a deleted document's object remains");
-        }
+    // The row is gone; its objects' removal was queued with the delete, and one that fails
+    // here is the sweep's to finish.
+    if let Some(removal) = removal {
+        state.db.remove_now_or_later(removal, move |key| async move { state.blob.delete(&key).await }).await;
     }
     Ok(lambda_http::Response::builder().status(204).body(Body::Empty).unwrap_or_default())
 }

@@ -8,6 +8,11 @@
 //!   classification and extraction on a local file and prints one JSON object (or the
 //!   text). Like the upload path it parses in a worker process (this binary again) under
 //!   the same hard time and memory limits. It never needs the stack.
+//! - `sluice rag-drop NAME [--knowledge-base ID]` tears a collection name down through the
+//!   same teardown `DELETE /kb/{id}` queues: the one base holding it (or the one named);
+//!   refused, listing the ids, when several hold it and none is named; with no base holding
+//!   it (what `rag-ingest` leaves), every document row under the name goes and its table is
+//!   dropped. It commits the teardown, sends its job and prints one JSON object.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -53,6 +58,14 @@ enum Command {
         #[arg(long)]
         text: bool,
     },
+    /// Tear down a collection name: its base's teardown, or everything under a name no base holds.
+    RagDrop {
+        /// The collection name.
+        name: String,
+        /// The base to tear down when several hold the name.
+        #[arg(long = "knowledge-base")]
+        knowledge_base: Option<Uuid>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -79,7 +92,67 @@ async fn run() -> ExitCode {
         }
         Command::Doctor => doctor().await,
         Command::Parse { file, mime, text } => parse(&file, mime.as_deref(), text),
+        Command::RagDrop { name, knowledge_base } => rag_drop(&name, knowledge_base).await,
     }
+}
+
+/// `sluice rag-drop`: commits the teardown, sends its job (a failed send is the sweep's to
+/// repeat from the outbox) and prints what it did; refusals go to stderr, exit code 1.
+async fn rag_drop(name: &str, knowledge_base: Option<Uuid>) -> ExitCode {
+    let refuse = |answer: serde_json::Value| {
+        eprintln!("{answer}");
+        ExitCode::FAILURE
+    };
+    let db = match sluice_store::Db::connect_from_env(1).await {
+        Ok(db) => db,
+        Err(error) => return refuse(serde_json::json!({"error": format!("database: {error}")})),
+    };
+    let (queued, payload) = match db.queue_name_drop(name, knowledge_base).await {
+        Ok(sluice_store::NameDrop::Queued(queued, payload)) => (queued, payload),
+        Ok(sluice_store::NameDrop::Ambiguous(ids)) => {
+            return refuse(serde_json::json!({
+                "error": "several knowledge bases hold this name; name one with --knowledge-base",
+                "collection_name": name, "knowledge_base_ids": ids}));
+        }
+        Ok(sluice_store::NameDrop::NoSuchBase) => {
+            return refuse(serde_json::json!({"error": "no such knowledge base holds this name",
+                "collection_name": name, "knowledge_base_id": knowledge_base}));
+        }
+        Ok(sluice_store::NameDrop::Reserved) => {
+            return refuse(serde_json::json!({"error": "a teardown of this name is already under way",
+                "collection_name": name}));
+        }
+        Ok(sluice_store::NameDrop::Nothing) => {
+            return refuse(serde_json::json!({"error": "nothing holds this name", "collection_name": name}));
+        }
+        Err(error) => return refuse(serde_json::json!({"error": format!("database: {error}")})),
+    };
+    // The job goes to SLUICE_TEARDOWN_QUEUE_URL (the deployment's), else to the queue the
+    // local stack names `sluice-teardown`; unsent, the sweep sends it from the outbox.
+    let sqs = aws_sdk_sqs::Client::new(&sluice_blob::sdk_config().await);
+    let queue_url = match std::env::var("SLUICE_TEARDOWN_QUEUE_URL") {
+        Ok(url) => Some(url),
+        Err(_) => sqs.get_queue_url().queue_name("sluice-teardown").send().await.ok().and_then(|o| o.queue_url),
+    };
+    let routes = queue_url.map(|url| vec![(sluice_store::TEARDOWN_TOPIC.to_owned(), url)]).unwrap_or_default();
+    let dispatcher = sluice_queue::jobs::Dispatcher::new(sqs, routes);
+    let sent = match dispatcher.send(sluice_store::TEARDOWN_TOPIC, &payload).await {
+        Ok(()) => db.mark_dispatched(queued.teardown_id).await.is_ok(),
+        Err(_) => false,
+    };
+    println!(
+        "{}",
+        serde_json::json!({
+            "status": "queued",
+            "teardown_id": queued.teardown_id,
+            "collection_name": queued.collection_name,
+            "kb_id": queued.kb_id,
+            "drops_table": queued.drop_table,
+            "cleared": queued.cleared,
+            "job_sent": sent,
+        })
+    );
+    ExitCode::SUCCESS
 }
 
 /// `sluice parse`: one JSON object with the verdict, or the text with `--text`.

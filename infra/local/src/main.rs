@@ -80,7 +80,7 @@ async fn serve() -> Result<(), Error> {
         let ingest = ingest.clone();
         async move { sluice_ingest::handle(&ingest, event).await }
     }));
-    let teardown = Arc::new(sluice_teardown::State { config: config.clone(), db: db.clone(), blob: blob.clone() });
+    let teardown = Arc::new(sluice_teardown::State::new(config.clone(), db.clone(), blob.clone()));
     let teardown_source = sluice_local::pollers::Source {
         queue_arn: sluice_local::resources::queue_arn(&sqs, &teardown_queue_url).await?,
         queue_url: teardown_queue_url,

@@ -97,6 +97,14 @@ pub struct Fetched {
     pub etag: Option<String>,
 }
 
+/// One page of a listing: keys in order, each with when it was written (Unix seconds).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Listing {
+    pub objects: Vec<(String, i64)>,
+    /// More keys follow the last one.
+    pub truncated: bool,
+}
+
 fn unquoted(etag: Option<&str>) -> Option<String> {
     etag.map(|e| e.trim_matches('"').to_owned())
 }
@@ -180,6 +188,26 @@ impl Blob {
             .await
             .map_err(|e| BlobError::request("DeleteObject", e))?;
         Ok(())
+    }
+
+    /// Up to `max_keys` keys under `prefix` that sort after `start_after`.
+    pub async fn list(&self, prefix: &str, start_after: Option<&str>, max_keys: i32) -> Result<Listing, BlobError> {
+        let page = self
+            .s3
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .set_start_after(start_after.map(str::to_owned))
+            .max_keys(max_keys)
+            .send()
+            .await
+            .map_err(|e| BlobError::request("ListObjectsV2", e))?;
+        let objects = page
+            .contents()
+            .iter()
+            .filter_map(|o| Some((o.key()?.to_owned(), o.last_modified().map_or(0, |t| t.secs()))))
+            .collect();
+        Ok(Listing { objects, truncated: page.is_truncated().unwrap_or(false) })
     }
 
     /// What S3 says of an object; `BlobError::NotFound` when there is none.

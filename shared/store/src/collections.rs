@@ -14,7 +14,8 @@ use uuid::Uuid;
 pub struct TeardownQueued {
     pub teardown_id: Uuid,
     pub collection_name: String,
-    pub kb_id: Uuid,
+    /// `None` for a name no base held (`sluice rag-drop` of what `rag-ingest` left).
+    pub kb_id: Option<Uuid>,
     /// No other base holds the name: the vector table goes, and the name is reserved
     /// until it has.
     pub drop_table: bool,
@@ -27,7 +28,7 @@ pub struct TeardownQueued {
 pub struct TeardownJob {
     pub teardown_id: Uuid,
     pub collection_name: String,
-    pub kb_id: Uuid,
+    pub kb_id: Option<Uuid>,
     pub drop_table: bool,
     pub cleared: bool,
     #[serde(default)]
@@ -46,12 +47,30 @@ pub struct CollectionCounts {
     pub vectors: i64,
 }
 
+/// What `sluice rag-drop` found for a name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameDrop {
+    /// The teardown is committed; its job (the payload) is to be sent.
+    Queued(TeardownQueued, serde_json::Value),
+    /// Several bases hold the name and none was named: their ids.
+    Ambiguous(Vec<Uuid>),
+    /// The named base does not exist or holds another name.
+    NoSuchBase,
+    /// A teardown of the name is already under way.
+    Reserved,
+    /// No base, no table and no document row has the name.
+    Nothing,
+}
+
 /// The outbox topic the teardown function consumes.
 pub const TEARDOWN_TOPIC: &str = "teardown";
 
 pub(crate) async fn teardown_reserved(client: &impl GenericClient, name: &str) -> Result<bool, StoreError> {
     let row = client
-        .query_one("SELECT EXISTS (SELECT 1 FROM collection_teardowns WHERE collection_name = $1)", &[&name])
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM collection_teardowns WHERE collection_name = $1 AND drop_table)",
+            &[&name],
+        )
         .await?;
     Ok(row.get(0))
 }
@@ -141,17 +160,17 @@ impl Db {
         let queued = TeardownQueued {
             teardown_id: Uuid::new_v4(),
             collection_name: name,
-            kb_id,
+            kb_id: Some(kb_id),
             drop_table: others == 0,
             cleared,
         };
-        if queued.drop_table {
-            tx.execute(
-                "INSERT INTO collection_teardowns (id, collection_name, kb_id, drop_table) VALUES ($1, $2, $3, true)",
-                &[&queued.teardown_id, &queued.collection_name, &kb_id],
-            )
-            .await?;
-        }
+        // The row stays until the teardown has finished, so the sweep can send a stalled one
+        // again; only a drop reserves the name.
+        tx.execute(
+            "INSERT INTO collection_teardowns (id, collection_name, kb_id, drop_table) VALUES ($1, $2, $3, $4)",
+            &[&queued.teardown_id, &queued.collection_name, &kb_id, &queued.drop_table],
+        )
+        .await?;
         let payload = serde_json::json!({
             "teardown_id": queued.teardown_id,
             "collection_name": queued.collection_name,
@@ -170,16 +189,108 @@ impl Db {
         Ok(Some((queued, payload)))
     }
 
-    /// Finishes a teardown's database part, idempotently, under the name's lock: drops the
-    /// vector table and releases the name while the reservation `teardown_id` still holds
-    /// it, or else removes only the deleted base's chunks from the table its siblings keep.
-    pub async fn finish_teardown(&self, job: &TeardownJob) -> Result<(), StoreError> {
+    /// `sluice rag-drop`: queues the teardown of a collection name. With one base holding
+    /// it (or the one named with `knowledge_base`), that base's teardown, as `DELETE
+    /// /kb/{id}` queues it; with several and none named, nothing (their ids are returned);
+    /// with none — the name as `rag-ingest` leaves it — the operator's drop of everything
+    /// under the name: every document row goes (their objects with the teardown), the name
+    /// is reserved and its table dropped.
+    pub async fn queue_name_drop(&self, name: &str, knowledge_base: Option<Uuid>) -> Result<NameDrop, StoreError> {
+        let client = self.client().await?;
+        let holders: Vec<Uuid> = client
+            .query("SELECT id FROM knowledge_bases WHERE collection_name = $1 ORDER BY created_at, id", &[&name])
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        drop(client);
+        let chosen = match (knowledge_base, holders.as_slice()) {
+            (Some(id), _) if !holders.contains(&id) => return Ok(NameDrop::NoSuchBase),
+            (Some(id), _) => Some(id),
+            (None, [only]) => Some(*only),
+            (None, []) => None,
+            (None, _) => return Ok(NameDrop::Ambiguous(holders)),
+        };
+        if let Some(id) = chosen {
+            return Ok(match self.queue_teardown(id).await? {
+                Some((queued, payload)) => NameDrop::Queued(queued, payload),
+                None => NameDrop::NoSuchBase,
+            });
+        }
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
+        tx.execute(NAME_LOCK_SQL, &[&name]).await?;
+        if tx.query_opt("SELECT 1 FROM knowledge_bases WHERE collection_name = $1", &[&name]).await?.is_some() {
+            // A base claimed the name meanwhile: the operator has to look again.
+            return Ok(NameDrop::Ambiguous(Vec::new()));
+        }
+        if teardown_reserved(&tx, name).await? {
+            return Ok(NameDrop::Reserved);
+        }
+        let documents = tx
+            .query(
+                "DELETE FROM rag_documents WHERE collection_name = $1 RETURNING id, storage_path, parsed_path",
+                &[&name],
+            )
+            .await?;
+        if documents.is_empty() && vector_width(&tx, name).await?.is_none() {
+            return Ok(NameDrop::Nothing);
+        }
+        let document_ids: Vec<Uuid> = documents.iter().map(|r| r.get(0)).collect();
+        let objects: Vec<String> = documents
+            .iter()
+            .flat_map(|r| [r.get::<_, Option<String>>(1), r.get::<_, Option<String>>(2)])
+            .flatten()
+            .collect();
+        let queued = TeardownQueued {
+            teardown_id: Uuid::new_v4(),
+            collection_name: name.to_owned(),
+            kb_id: None,
+            drop_table: true,
+            cleared: false,
+        };
+        tx.execute(
+            "INSERT INTO collection_teardowns (id, collection_name, kb_id, drop_table) VALUES ($1, $2, NULL, true)",
+            &[&queued.teardown_id, &queued.collection_name],
+        )
+        .await?;
+        let payload = serde_json::json!({
+            "teardown_id": queued.teardown_id,
+            "collection_name": queued.collection_name,
+            "kb_id": null,
+            "drop_table": true,
+            "cleared": false,
+            "document_ids": document_ids,
+            "objects": objects,
+        });
+        tx.execute(
+            "INSERT INTO outbox (id, topic, payload) VALUES ($1, $2, $3)",
+            &[&queued.teardown_id, &TEARDOWN_TOPIC, &payload],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(NameDrop::Queued(queued, payload))
+    }
+
+    /// Finishes a teardown's database part, idempotently, under the name's lock: drops the
+    /// vector table and releases the name while the reservation `teardown_id` still holds
+    /// it, or else removes only the deleted base's chunks from the table its siblings keep;
+    /// then clears the teardown's row. A lock (the name's, or the table's, which a long
+    /// search holds) not granted within `lock_timeout` fails the attempt rather than
+    /// queueing every reader of the table behind a waiting `DROP`; the job is retried.
+    pub async fn finish_teardown(
+        &self,
+        job: &TeardownJob,
+        lock_timeout: std::time::Duration,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let millis = lock_timeout.as_millis().max(1);
+        tx.batch_execute(&format!("SET LOCAL lock_timeout = {millis}")).await?;
         tx.execute(NAME_LOCK_SQL, &[&job.collection_name]).await?;
         let table = vector_table(&job.collection_name);
+        let held = tx.execute("DELETE FROM collection_teardowns WHERE id = $1", &[&job.teardown_id]).await?;
         if job.drop_table {
-            let held = tx.execute("DELETE FROM collection_teardowns WHERE id = $1", &[&job.teardown_id]).await?;
             // Gone already: an earlier run finished, and the name may be someone's again.
             if held == 1 && vector_width(&tx, &job.collection_name).await?.is_some() {
                 tx.batch_execute(&format!("DROP TABLE {table}")).await?;
@@ -195,8 +306,8 @@ impl Db {
         Ok(())
     }
 
-    /// Teardowns whose reservation is older than `older_than`: their drop was lost or keeps
-    /// failing. Each is stamped anew, so the next run waits another period before asking
+    /// Teardowns not finished `older_than` after they were queued: their job was lost or
+    /// keeps failing. Each is stamped anew, so the next run waits another period before asking
     /// again; the job is the outbox row committed with the delete.
     pub async fn stale_teardowns(&self, older_than: std::time::Duration) -> Result<Vec<serde_json::Value>, StoreError> {
         let client = self.client().await?;

@@ -2,6 +2,7 @@
 //! chunks written in one transaction that holds the base's row, and the outbox itself.
 
 use crate::collections::teardown_reserved;
+use crate::removals::queue_removal;
 use crate::vectors::vector_width;
 use crate::{Db, StoreError};
 use sluice_domain::collection::vector_table;
@@ -105,11 +106,13 @@ pub struct ChunkRow {
 /// How a chunk write ended: only `Written` changed anything.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteOutcome {
-    /// The chunks written, and the stored objects of the documents this one replaced
-    /// (their rows and chunks are gone; the objects are the caller's to delete).
+    /// The chunks written; with `replace`, the count of stored objects of the documents
+    /// this one replaced (their rows and chunks are gone) and the removal of those objects,
+    /// queued in the same transaction, for the caller to run.
     Written {
         chunks: usize,
-        retired_objects: Vec<String>,
+        retired: usize,
+        removal: Option<Uuid>,
     },
     /// The document was deleted (or already finished) before the write: nothing written.
     DocumentGone,
@@ -249,11 +252,11 @@ impl Db {
         Ok(row.as_ref().map(document))
     }
 
-    /// Records where the parsed text is.
-    pub async fn set_parsed_path(&self, id: Uuid, path: &str) -> Result<(), StoreError> {
+    /// Records a document's parsed text; `false` when the row is gone (deleted meanwhile).
+    pub async fn set_parsed_path(&self, id: Uuid, path: &str) -> Result<bool, StoreError> {
         let client = self.client().await?;
-        client.execute("UPDATE rag_documents SET parsed_path = $2 WHERE id = $1", &[&id, &path]).await?;
-        Ok(())
+        let updated = client.execute("UPDATE rag_documents SET parsed_path = $2 WHERE id = $1", &[&id, &path]).await?;
+        Ok(updated == 1)
     }
 
     /// Marks an attempt at a document as live now (ingest taking it up).
@@ -403,8 +406,13 @@ impl Db {
                 retired_objects.extend(row.get::<_, Option<String>>(2));
             }
         }
+        let removal = queue_removal(&tx, &retired_objects, "replaced documents").await?;
         tx.commit().await?;
-        Ok(WriteOutcome::Written { chunks: usize::try_from(written).unwrap_or(usize::MAX), retired_objects })
+        Ok(WriteOutcome::Written {
+            chunks: usize::try_from(written).unwrap_or(usize::MAX),
+            retired: retired_objects.len(),
+            removal,
+        })
     }
 
     /// Puts a failed document back to `processing` (clearing its failure and parsed text)
@@ -433,10 +441,11 @@ impl Db {
         Ok(Some(outbox_id))
     }
 
-    /// Deletes a document's row and its chunks in one transaction. It waits for a chunk
-    /// write holding the row; a write that comes after finds the row gone and writes
-    /// nothing. Returns the row as it was, for its stored objects; `None` if already gone.
-    pub async fn delete_document(&self, id: Uuid) -> Result<Option<Document>, StoreError> {
+    /// Deletes a document's row and its chunks in one transaction, and queues the removal
+    /// of its stored objects with them. It waits for a chunk write holding the row; a write
+    /// that comes after finds the row gone and writes nothing. Returns the row as it was and
+    /// the removal to run; `None` if already gone.
+    pub async fn delete_document(&self, id: Uuid) -> Result<Option<(Document, Option<Uuid>)>, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         let Some(row) = tx
@@ -451,8 +460,10 @@ impl Db {
             tx.execute(&format!("DELETE FROM {table} WHERE document_id = $1"), &[&id]).await?;
         }
         tx.execute("DELETE FROM rag_documents WHERE id = $1", &[&id]).await?;
+        let objects: Vec<String> = [doc.storage_path.clone(), doc.parsed_path.clone()].into_iter().flatten().collect();
+        let removal = queue_removal(&tx, &objects, "deleted document").await?;
         tx.commit().await?;
-        Ok(Some(doc))
+        Ok(Some((doc, removal)))
     }
 
     /// Outbox rows not sent `older_than` after they were written.

@@ -6,16 +6,18 @@ mod credentials;
 mod documents;
 mod knowledge;
 mod migrate;
+mod removals;
 mod search;
 mod vectors;
 
 pub use chat_files::{ChatFile, LandedFile, NewChatFile, NewUploadIntent};
-pub use collections::{CollectionCounts, TEARDOWN_TOPIC, TeardownJob, TeardownQueued};
+pub use collections::{CollectionCounts, NameDrop, TEARDOWN_TOPIC, TeardownJob, TeardownQueued};
 pub use credentials::{EmbeddingEndpoint, SealedValue, SecretMeta};
 pub use documents::{
     Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, WriteOutcome,
 };
 pub use knowledge::{Claim, Claimant, GrantedBase, KnowledgeBase};
+pub use removals::Reaped;
 pub use search::{Hit, ScopeBase, SearchFilters};
 pub use vectors::{VECTOR_TABLE_COMMENT, VectorTableError, vector_table_ddl};
 

@@ -9,6 +9,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (3, "knowledge_bases", include_str!("../migrations/0003_knowledge_bases.sql")),
     (4, "collections", include_str!("../migrations/0004_collections.sql")),
     (5, "attempts", include_str!("../migrations/0005_attempts.sql")),
+    (6, "janitor", include_str!("../migrations/0006_janitor.sql")),
 ];
 
 /// An arbitrary constant naming Sluice's migration lock.

@@ -82,20 +82,46 @@ impl Db {
     /// The name is validated here too: an operator's command reaches the store with no
     /// route in between.
     pub async fn ensure_vector_table(&self, name: &str, dim: i32) -> Result<(), VectorTableError> {
+        self.validate_table(name, dim).await?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        tx.execute(NAME_LOCK_SQL, &[&name]).await?;
+        create_unless_present(&tx, name, dim).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// `ensure_vector_table` for a write filed under base `kb_id`: under the name's lock,
+    /// the table is created only while the base still exists and no teardown has reserved
+    /// the name — a write that lost the race to a delete must not bring back the table the
+    /// teardown drops. `Some(outcome)` says why nothing may be written.
+    pub async fn ensure_base_table(
+        &self,
+        kb_id: uuid::Uuid,
+        name: &str,
+        dim: i32,
+    ) -> Result<Option<crate::WriteOutcome>, VectorTableError> {
+        self.validate_table(name, dim).await?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        tx.execute(NAME_LOCK_SQL, &[&name]).await?;
+        if tx.query_opt("SELECT 1 FROM knowledge_bases WHERE id = $1", &[&kb_id]).await?.is_none() {
+            return Ok(Some(crate::WriteOutcome::BaseGone));
+        }
+        if crate::collections::teardown_reserved(&tx, name).await? {
+            return Ok(Some(crate::WriteOutcome::Reserved));
+        }
+        create_unless_present(&tx, name, dim).await?;
+        tx.commit().await?;
+        Ok(None)
+    }
+
+    async fn validate_table(&self, name: &str, dim: i32) -> Result<(), VectorTableError> {
         let schema_tables = self.schema_tables().await?;
         collection::validate_collection_name(name, &schema_tables)?;
         if dim <= 0 || dim > HNSW_MAX_HALFVEC_DIM {
             return Err(VectorTableError::TooWide(dim));
         }
-        let mut client = self.client().await?;
-        let tx = client.transaction().await?;
-        tx.execute(NAME_LOCK_SQL, &[&name]).await?;
-        match vector_width(&tx, name).await? {
-            Some(existing) if existing == dim => {}
-            Some(existing) => return Err(VectorTableError::Width { existing, wanted: dim }),
-            None => tx.batch_execute(&vector_table_ddl(name, dim)).await?,
-        }
-        tx.commit().await?;
         Ok(())
     }
 
@@ -103,6 +129,20 @@ impl Db {
     pub async fn vector_table_width(&self, name: &str) -> Result<Option<i32>, StoreError> {
         let client = self.client().await?;
         Ok(vector_width(&client, name).await?)
+    }
+}
+
+/// Creates the vector table at `dim` unless it exists; one of another width is refused.
+/// The caller holds the name's lock.
+async fn create_unless_present(
+    tx: &deadpool_postgres::Transaction<'_>,
+    name: &str,
+    dim: i32,
+) -> Result<(), VectorTableError> {
+    match vector_width(tx, name).await? {
+        Some(existing) if existing == dim => Ok(()),
+        Some(existing) => Err(VectorTableError::Width { existing, wanted: dim }),
+        None => Ok(tx.batch_execute(&vector_table_ddl(name, dim)).await?),
     }
 }
 

@@ -1,0 +1,239 @@
+//! The sweep's janitor tasks on the running stack: unlinked chat files past their
+//! retention (rows first, then bytes, the row restored when the bytes stay), objects no row
+//! names, and removals whose first run failed.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use sluice_e2e::{Stack, User};
+use std::time::{Duration, Instant};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// Waits until `check` holds, for at most 45 seconds.
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let started = Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < Duration::from_secs(45), "never: {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A ready chat file of `user`'s: its id and its object's key.
+async fn chat_file(stack: &Stack, user: &User, name: &str) -> (Uuid, String) {
+    let (status, file) = stack.upload(user, name, Some("text/plain"), format!("notes of {name}\n").into_bytes()).await;
+    assert_eq!(status, 201, "{file}");
+    let id = Uuid::parse_str(file["id"].as_str().expect("id")).expect("uuid");
+    let key: String = stack
+        .db()
+        .await
+        .query_one("SELECT storage_path FROM chat_files WHERE id = $1", &[&id])
+        .await
+        .expect("row")
+        .get(0);
+    (id, key)
+}
+
+async fn link(stack: &Stack, user: &User, ids: &[Uuid]) {
+    let (status, answer) = stack
+        .call_json(
+            user,
+            Method::POST,
+            &format!("/messages/{}/attachments", Uuid::new_v4()),
+            Some(json!({"file_ids": ids})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+}
+
+/// The sweep as the stack runs it: its key and its queues, as the local runner finds them.
+async fn sweep_state() -> sluice_sweep::State {
+    let stack = Stack::from_env().await;
+    let key = stack.kms_key_arn().await;
+    let mut queues = std::collections::HashMap::new();
+    for (variable, name) in [
+        ("SLUICE_PARSE_QUEUE_URL", "sluice-parse"),
+        ("SLUICE_INGEST_QUEUE_URL", "sluice-ingest"),
+        ("SLUICE_TEARDOWN_QUEUE_URL", "sluice-teardown"),
+    ] {
+        let url = stack.sqs.get_queue_url().queue_name(name).send().await.expect("queue").queue_url;
+        queues.insert(variable, url.expect("url"));
+    }
+    let config = sluice_domain::Config::from_lookup(|name| match name {
+        "SLUICE_KMS_KEY_ID" => Some(key.clone()),
+        other => queues.get(other).cloned().or_else(|| std::env::var(other).ok()),
+    })
+    .expect("config");
+    let db = sluice_store::Db::connect(&std::env::var("DATABASE_URL").expect("url"), 2).await.expect("db");
+    let blob = sluice_blob::Blob::from_env(config.bucket.clone(), config.kms_key_id.clone()).await;
+    let sqs = aws_sdk_sqs::Client::new(&sluice_blob::sdk_config().await);
+    sluice_sweep::State::new(config, db, blob, sqs)
+}
+
+#[tokio::test]
+async fn unlinked_chat_files_past_the_retention_are_removed_and_linked_or_recent_ones_stay() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let (abandoned, abandoned_key) = chat_file(&stack, &user, "abandoned.txt").await;
+    let (sent, sent_key) = chat_file(&stack, &user, "sent.txt").await;
+    let (recent, recent_key) = chat_file(&stack, &user, "recent.txt").await;
+    link(&stack, &user, &[sent]).await;
+    // Two days old: past the day a file may wait for its message.
+    stack
+        .db()
+        .await
+        .execute(
+            "UPDATE chat_files SET created_at = now() - interval '2 days' WHERE id = ANY($1)",
+            &[&vec![abandoned, sent]],
+        )
+        .await
+        .expect("age");
+    eventually("the stack's sweep removed the abandoned file", async || {
+        stack.call(&user, Method::GET, &format!("/files/{abandoned}"), None).await.0 == 404
+    })
+    .await;
+    assert!(stack.keys_under(&abandoned_key).await.is_empty(), "its bytes went with its row");
+    for (id, key) in [(sent, &sent_key), (recent, &recent_key)] {
+        assert_eq!(stack.call(&user, Method::GET, &format!("/files/{id}"), None).await.0, 200);
+        assert_eq!(stack.keys_under(key).await.len(), 1, "{key}");
+    }
+}
+
+#[tokio::test]
+async fn a_retention_removal_restores_the_row_when_the_bytes_stay_and_spares_a_file_linked_since_the_scan() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let db = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    // A cutoff an hour ahead reaches these fresh files; the stack's own sweep (a day back) does not.
+    let cutoff = OffsetDateTime::now_utc() + time::Duration::hours(1);
+    let (stuck, stuck_key) = chat_file(&stack, &user, "stuck.txt").await;
+    let candidates = db.unlinked_chat_files(cutoff, 100_000).await.expect("scan");
+    assert!(candidates.iter().any(|(id, _)| *id == stuck), "an unlinked file is a candidate");
+    let failed = db
+        .reap_unlinked_chat_file(stuck, cutoff, async |_: &str| Err::<(), &str>("storage unavailable"))
+        .await
+        .expect("store");
+    assert_eq!(failed, Err("storage unavailable"));
+    assert_eq!(stack.call(&user, Method::GET, &format!("/files/{stuck}"), None).await.0, 200, "the row is back");
+    assert_eq!(stack.keys_under(&stuck_key).await.len(), 1);
+
+    // Linked after the scan: the removal re-checks and spares it.
+    link(&stack, &user, &[stuck]).await;
+    let spared = db.reap_unlinked_chat_file(stuck, cutoff, async |_: &str| Ok::<(), &str>(())).await.expect("store");
+    assert_eq!(spared, Ok(sluice_store::Reaped::Spared));
+    assert_eq!(stack.call(&user, Method::GET, &format!("/files/{stuck}"), None).await.0, 200);
+
+    let (gone, gone_key) = chat_file(&stack, &user, "gone.txt").await;
+    let s3 = &stack.s3;
+    let removed = db
+        .reap_unlinked_chat_file(gone, cutoff, async |key: &str| {
+            s3.delete_object().bucket(&stack.bucket).key(key).send().await.map(|_| ()).map_err(|_| "delete failed")
+        })
+        .await
+        .expect("store");
+    assert_eq!(removed, Ok(sluice_store::Reaped::Removed));
+    assert_eq!(stack.call(&user, Method::GET, &format!("/files/{gone}"), None).await.0, 404);
+    assert!(stack.keys_under(&gone_key).await.is_empty());
+}
+
+#[tokio::test]
+async fn objects_no_row_names_are_removed_by_the_scan_and_named_ones_stay() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let (file, key) = chat_file(&stack, &user, "kept.txt").await;
+    let prefix = format!("media/{}/", user.id);
+    assert!(key.starts_with(&prefix), "{key}");
+    let stray = format!("{prefix}stray.bin");
+    stack
+        .s3
+        .put_object()
+        .bucket(&stack.bucket)
+        .key(&stray)
+        .body(b"left by a crash".to_vec().into())
+        .send()
+        .await
+        .expect("put");
+    let mut state = sweep_state().await;
+    state.thresholds.unnamed_object_grace = Duration::ZERO;
+    // S3 stamps objects to the second: the stray must be older than the second the scan runs in.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let removed = sluice_sweep::remove_unnamed_objects(&state, &prefix, OffsetDateTime::now_utc()).await.expect("scan");
+    assert_eq!(removed, 1);
+    assert_eq!(stack.keys_under(&prefix).await.into_iter().collect::<Vec<_>>(), vec![key]);
+    assert_eq!(stack.call(&user, Method::GET, &format!("/files/{file}"), None).await.0, 200);
+
+    // With the default grace, an object written moments ago is left alone.
+    let fresh = format!("{prefix}fresh.bin");
+    stack
+        .s3
+        .put_object()
+        .bucket(&stack.bucket)
+        .key(&fresh)
+        .body(b"just written".to_vec().into())
+        .send()
+        .await
+        .expect("put");
+    let state = sweep_state().await;
+    assert_eq!(
+        sluice_sweep::remove_unnamed_objects(&state, &prefix, OffsetDateTime::now_utc()).await.expect("scan"),
+        0
+    );
+    assert_eq!(stack.keys_under(&fresh).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_removal_whose_first_run_failed_is_finished_by_the_sweep() {
+    let stack = Stack::from_env().await;
+    let key = format!("parsed/{}", Uuid::new_v4());
+    stack
+        .s3
+        .put_object()
+        .bucket(&stack.bucket)
+        .key(&key)
+        .body(b"orphaned text".to_vec().into())
+        .send()
+        .await
+        .expect("put");
+    let db = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    let removal = db.queue_removal(std::slice::from_ref(&key), "test").await.expect("queue").expect("a removal");
+    let failed = db.run_removal(removal, |_| async { Err::<(), &str>("storage unavailable") }).await.expect("store");
+    assert_eq!(failed, Err("storage unavailable"));
+    let pending = async || {
+        stack
+            .db()
+            .await
+            .query_one("SELECT count(*) FROM pending_removals WHERE id = $1", &[&removal])
+            .await
+            .expect("count")
+            .get::<_, i64>(0)
+    };
+    assert_eq!(pending().await, 1, "a failed removal stays queued");
+    assert_eq!(stack.keys_under(&key).await.len(), 1);
+    // Past the grace the sweep leaves to whoever queued it.
+    stack
+        .db()
+        .await
+        .execute("UPDATE pending_removals SET queued_at = now() - interval '1 hour' WHERE id = $1", &[&removal])
+        .await
+        .expect("age");
+    eventually("the sweep ran the removal", async || pending().await == 0).await;
+    assert!(stack.keys_under(&key).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_sweep_reports_a_count_for_every_task() {
+    let state = sweep_state().await;
+    let report = sluice_sweep::handle(&state, OffsetDateTime::now_utc()).await.expect("a clean run");
+    let logged = serde_json::to_value(&report).expect("json");
+    for task in [
+        "expired_intents",
+        "resent_jobs",
+        "retried_teardowns",
+        "stale_documents",
+        "removals_run",
+        "expired_chat_files",
+        "unnamed_objects",
+    ] {
+        assert!(logged[task].is_u64(), "{task}: {logged}");
+    }
+    assert_eq!(logged["failed_tasks"], Value::Array(Vec::new()));
+}
