@@ -1,5 +1,6 @@
 //! The sweep against its EventBridge sample, with no network: a run that cannot reach the
-//! database fails (so the schedule runs it again) instead of reporting nothing was due.
+//! database fails (so the schedule runs it again) instead of reporting nothing was due, and
+//! every task is tried and named — one failing task does not stop the others.
 
 use sluice_blob::Blob;
 use sluice_domain::Config;
@@ -19,5 +20,20 @@ async fn a_run_that_cannot_reach_the_database_fails() {
     let db = Db::connect_lazy("postgres://nobody@127.0.0.1:9/none", 1).expect("pool");
     let blob = Blob::new(sluice_blob::static_s3_client("http://127.0.0.1:9"), "x", "x");
     let state = State::new(config, db, blob, sluice_blob::static_sqs_client("http://127.0.0.1:9"));
-    assert!(handle(&state, time::OffsetDateTime::now_utc()).await.is_err());
+    let Err(sluice_sweep::SweepError::Incomplete(report)) = handle(&state, time::OffsetDateTime::now_utc()).await
+    else {
+        panic!("a run that reached nothing must fail with its report");
+    };
+    let failed: Vec<&str> = report.failed_tasks.iter().filter_map(|t| t.split(':').next()).collect();
+    let mut tasks = vec![
+        "expired_intents",
+        "resent_jobs",
+        "retried_teardowns",
+        "stale_documents",
+        "removals_run",
+        "expired_chat_files",
+    ];
+    tasks.extend(std::iter::repeat_n("unnamed_objects", sluice_sweep::SCANNED_PREFIXES.len()));
+    assert_eq!(failed, tasks);
+    assert_eq!((report.expired_chat_files, report.unnamed_objects), (0, 0), "nothing removed without the scan");
 }
