@@ -112,6 +112,43 @@ pub(crate) async fn holds_unfiled_content(
     Ok(chunks)
 }
 
+/// Writes a teardown's row (it stays until the teardown has finished, so the sweep can send
+/// a stalled one again; only a drop reserves the name) and its job in the outbox, for the
+/// deleted `documents` (rows of `id, storage_path, parsed_path`): their chunks and stored
+/// objects are the teardown's. Returns the job.
+async fn record_teardown(
+    tx: &deadpool_postgres::Transaction<'_>,
+    queued: &TeardownQueued,
+    documents: &[tokio_postgres::Row],
+) -> Result<serde_json::Value, StoreError> {
+    let document_ids: Vec<Uuid> = documents.iter().map(|r| r.get(0)).collect();
+    let objects: Vec<String> = documents
+        .iter()
+        .flat_map(|r| [r.get::<_, Option<String>>(1), r.get::<_, Option<String>>(2)])
+        .flatten()
+        .collect();
+    tx.execute(
+        "INSERT INTO collection_teardowns (id, collection_name, kb_id, drop_table) VALUES ($1, $2, $3, $4)",
+        &[&queued.teardown_id, &queued.collection_name, &queued.kb_id, &queued.drop_table],
+    )
+    .await?;
+    let payload = serde_json::json!({
+        "teardown_id": queued.teardown_id,
+        "collection_name": queued.collection_name,
+        "kb_id": queued.kb_id,
+        "drop_table": queued.drop_table,
+        "cleared": queued.cleared,
+        "document_ids": document_ids,
+        "objects": objects,
+    });
+    tx.execute(
+        "INSERT INTO outbox (id, topic, payload) VALUES ($1, $2, $3)",
+        &[&queued.teardown_id, &TEARDOWN_TOPIC, &payload],
+    )
+    .await?;
+    Ok(payload)
+}
+
 impl Db {
     /// Whether a teardown has reserved `name`.
     pub async fn teardown_reserved(&self, name: &str) -> Result<bool, StoreError> {
@@ -148,12 +185,6 @@ impl Db {
         let documents = tx
             .query("DELETE FROM rag_documents WHERE kb_id = $1 RETURNING id, storage_path, parsed_path", &[&kb_id])
             .await?;
-        let document_ids: Vec<Uuid> = documents.iter().map(|r| r.get(0)).collect();
-        let objects: Vec<String> = documents
-            .iter()
-            .flat_map(|r| [r.get::<_, Option<String>>(1), r.get::<_, Option<String>>(2)])
-            .flatten()
-            .collect();
         if !cleared {
             tx.execute("DELETE FROM knowledge_bases WHERE id = $1", &[&kb_id]).await?;
         }
@@ -164,27 +195,7 @@ impl Db {
             drop_table: others == 0,
             cleared,
         };
-        // The row stays until the teardown has finished, so the sweep can send a stalled one
-        // again; only a drop reserves the name.
-        tx.execute(
-            "INSERT INTO collection_teardowns (id, collection_name, kb_id, drop_table) VALUES ($1, $2, $3, $4)",
-            &[&queued.teardown_id, &queued.collection_name, &kb_id, &queued.drop_table],
-        )
-        .await?;
-        let payload = serde_json::json!({
-            "teardown_id": queued.teardown_id,
-            "collection_name": queued.collection_name,
-            "kb_id": kb_id,
-            "drop_table": queued.drop_table,
-            "cleared": cleared,
-            "document_ids": document_ids,
-            "objects": objects,
-        });
-        tx.execute(
-            "INSERT INTO outbox (id, topic, payload) VALUES ($1, $2, $3)",
-            &[&queued.teardown_id, &TEARDOWN_TOPIC, &payload],
-        )
-        .await?;
+        let payload = record_teardown(&tx, &queued, &documents).await?;
         tx.commit().await?;
         Ok(Some((queued, payload)))
     }
@@ -236,12 +247,6 @@ impl Db {
         if documents.is_empty() && vector_width(&tx, name).await?.is_none() {
             return Ok(NameDrop::Nothing);
         }
-        let document_ids: Vec<Uuid> = documents.iter().map(|r| r.get(0)).collect();
-        let objects: Vec<String> = documents
-            .iter()
-            .flat_map(|r| [r.get::<_, Option<String>>(1), r.get::<_, Option<String>>(2)])
-            .flatten()
-            .collect();
         let queued = TeardownQueued {
             teardown_id: Uuid::new_v4(),
             collection_name: name.to_owned(),
@@ -249,25 +254,7 @@ impl Db {
             drop_table: true,
             cleared: false,
         };
-        tx.execute(
-            "INSERT INTO collection_teardowns (id, collection_name, kb_id, drop_table) VALUES ($1, $2, NULL, true)",
-            &[&queued.teardown_id, &queued.collection_name],
-        )
-        .await?;
-        let payload = serde_json::json!({
-            "teardown_id": queued.teardown_id,
-            "collection_name": queued.collection_name,
-            "kb_id": null,
-            "drop_table": true,
-            "cleared": false,
-            "document_ids": document_ids,
-            "objects": objects,
-        });
-        tx.execute(
-            "INSERT INTO outbox (id, topic, payload) VALUES ($1, $2, $3)",
-            &[&queued.teardown_id, &TEARDOWN_TOPIC, &payload],
-        )
-        .await?;
+        let payload = record_teardown(&tx, &queued, &documents).await?;
         tx.commit().await?;
         Ok(NameDrop::Queued(queued, payload))
     }
