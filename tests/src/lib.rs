@@ -207,6 +207,29 @@ impl Stack {
         (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}")))
     }
 
+    /// The sweep as the stack runs it: its key and its queues, as the local runner finds
+    /// them; thresholds from the environment, for the caller to move.
+    pub async fn sweep_state(&self) -> sluice_sweep::State {
+        let key = self.kms_key_arn().await;
+        let mut queues = std::collections::HashMap::new();
+        for (variable, name) in [
+            ("SLUICE_PARSE_QUEUE_URL", "sluice-parse"),
+            ("SLUICE_INGEST_QUEUE_URL", "sluice-ingest"),
+            ("SLUICE_TEARDOWN_QUEUE_URL", "sluice-teardown"),
+        ] {
+            let url = self.sqs.get_queue_url().queue_name(name).send().await.expect("queue").queue_url;
+            queues.insert(variable, url.expect("url"));
+        }
+        let config = sluice_domain::Config::from_lookup(|name| match name {
+            "SLUICE_KMS_KEY_ID" => Some(key.clone()),
+            other => queues.get(other).cloned().or_else(|| std::env::var(other).ok()),
+        })
+        .expect("config");
+        let db = sluice_store::Db::connect(&self.database_url, 2).await.expect("db");
+        let blob = sluice_blob::Blob::new(self.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
+        sluice_sweep::State::new(config, db, blob, self.sqs.clone())
+    }
+
     pub async fn db(&self) -> tokio_postgres::Client {
         let (client, connection) =
             tokio_postgres::connect(&self.database_url, tokio_postgres::NoTls).await.expect("connect to the database");

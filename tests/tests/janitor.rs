@@ -45,30 +45,6 @@ async fn link(stack: &Stack, user: &User, ids: &[Uuid]) {
     assert_eq!(status, 200, "{answer}");
 }
 
-/// The sweep as the stack runs it: its key and its queues, as the local runner finds them.
-async fn sweep_state() -> sluice_sweep::State {
-    let stack = Stack::from_env().await;
-    let key = stack.kms_key_arn().await;
-    let mut queues = std::collections::HashMap::new();
-    for (variable, name) in [
-        ("SLUICE_PARSE_QUEUE_URL", "sluice-parse"),
-        ("SLUICE_INGEST_QUEUE_URL", "sluice-ingest"),
-        ("SLUICE_TEARDOWN_QUEUE_URL", "sluice-teardown"),
-    ] {
-        let url = stack.sqs.get_queue_url().queue_name(name).send().await.expect("queue").queue_url;
-        queues.insert(variable, url.expect("url"));
-    }
-    let config = sluice_domain::Config::from_lookup(|name| match name {
-        "SLUICE_KMS_KEY_ID" => Some(key.clone()),
-        other => queues.get(other).cloned().or_else(|| std::env::var(other).ok()),
-    })
-    .expect("config");
-    let db = sluice_store::Db::connect(&std::env::var("DATABASE_URL").expect("url"), 2).await.expect("db");
-    let blob = sluice_blob::Blob::from_env(config.bucket.clone(), config.kms_key_id.clone()).await;
-    let sqs = aws_sdk_sqs::Client::new(&sluice_blob::sdk_config().await);
-    sluice_sweep::State::new(config, db, blob, sqs)
-}
-
 #[tokio::test]
 async fn unlinked_chat_files_past_the_retention_are_removed_and_linked_or_recent_ones_stay() {
     let stack = Stack::from_env().await;
@@ -152,7 +128,7 @@ async fn objects_no_row_names_are_removed_by_the_scan_and_named_ones_stay() {
         .send()
         .await
         .expect("put");
-    let mut state = sweep_state().await;
+    let mut state = stack.sweep_state().await;
     state.thresholds.unnamed_object_grace = Duration::ZERO;
     // S3 stamps objects to the second: the stray must be older than the second the scan runs in.
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -172,7 +148,7 @@ async fn objects_no_row_names_are_removed_by_the_scan_and_named_ones_stay() {
         .send()
         .await
         .expect("put");
-    let state = sweep_state().await;
+    let state = stack.sweep_state().await;
     assert_eq!(
         sluice_sweep::remove_unnamed_objects(&state, &prefix, OffsetDateTime::now_utc()).await.expect("scan"),
         0
@@ -221,7 +197,7 @@ async fn a_removal_whose_first_run_failed_is_finished_by_the_sweep() {
 
 #[tokio::test]
 async fn a_sweep_reports_a_count_for_every_task() {
-    let state = sweep_state().await;
+    let state = Stack::from_env().await.sweep_state().await;
     let report = sluice_sweep::handle(&state, OffsetDateTime::now_utc()).await.expect("a clean run");
     let logged = serde_json::to_value(&report).expect("json");
     let counts = logged.as_object().expect("an object");

@@ -288,11 +288,12 @@ pub async fn remove_unnamed_objects(state: &State, prefix: &str, now: OffsetDate
         let page = state.blob.list(prefix, start_after.as_deref(), SCAN_PAGE).await?;
         let old: Vec<String> =
             page.objects.iter().filter(|(_, written)| *written < cutoff).map(|(key, _)| key.clone()).collect();
-        for key in state.db.unnamed_objects(&old).await? {
-            state.blob.delete(&key).await?;
+        let unnamed = state.db.unnamed_objects(&old).await?;
+        state.blob.delete_many(&unnamed).await?;
+        for key in &unnamed {
             tracing::info!(key, "an object no row names; deleted");
-            removed += 1;
         }
+        removed += unnamed.len() as u64;
         start_after = if page.truncated { page.objects.last().map(|(key, _)| key.clone()) } else { None };
         if start_after.is_none() {
             break;

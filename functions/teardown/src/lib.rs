@@ -65,11 +65,9 @@ pub async fn handle(state: &State, event: sluice_queue::SqsEvent) -> SqsBatchRes
 /// delete is retried with the message; one already gone is not an error).
 pub async fn teardown(state: &State, job: &TeardownJob) -> Result<(), TeardownError> {
     state.db.finish_teardown(job, state.lock_timeout).await?;
-    for key in &job.objects {
-        match state.blob.delete(key).await {
-            Ok(()) | Err(BlobError::NotFound) => {}
-            Err(error) => return Err(error.into()),
-        }
+    // S3 deletes up to 1,000 keys per request; keys already gone count as deleted.
+    for keys in job.objects.chunks(1000) {
+        state.blob.delete_many(keys).await?;
     }
     tracing::info!(collection = %job.collection_name, kb_id = ?job.kb_id, dropped = job.drop_table,
         objects = job.objects.len(), "teardown finished");

@@ -210,6 +210,40 @@ impl Blob {
         Ok(Listing { objects, truncated: page.is_truncated().unwrap_or(false) })
     }
 
+    /// Deletes up to 1,000 objects in one request; keys already gone count as deleted. Any
+    /// key S3 could not delete fails the whole call (the caller runs it again).
+    pub async fn delete_many(&self, keys: &[String]) -> Result<(), BlobError> {
+        use aws_sdk_s3::types::{Delete, ObjectIdentifier};
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let objects = keys
+            .iter()
+            .map(|key| ObjectIdentifier::builder().key(key).build())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| BlobError::request("DeleteObjects", e))?;
+        let delete = Delete::builder()
+            .set_objects(Some(objects))
+            .quiet(true)
+            .build()
+            .map_err(|e| BlobError::request("DeleteObjects", e))?;
+        let answer = self
+            .s3
+            .delete_objects()
+            .bucket(&self.bucket)
+            .delete(delete)
+            .send()
+            .await
+            .map_err(|e| BlobError::request("DeleteObjects", e))?;
+        match answer.errors().first() {
+            None => Ok(()),
+            Some(error) => Err(BlobError::Request {
+                operation: "DeleteObjects",
+                source: format!("{} keys not deleted (first: {:?})", answer.errors().len(), error.code()).into(),
+            }),
+        }
+    }
+
     /// What S3 says of an object; `BlobError::NotFound` when there is none.
     pub async fn head(&self, key: &str) -> Result<ObjectInfo, BlobError> {
         let head = self.s3.head_object().bucket(&self.bucket).key(key).send().await.map_err(|e| {
