@@ -201,9 +201,42 @@ async fn a_sweep_reports_a_count_for_every_task() {
     let report = sluice_sweep::handle(&state, OffsetDateTime::now_utc()).await.expect("a clean run");
     let logged = serde_json::to_value(&report).expect("json");
     let counts = logged.as_object().expect("an object");
-    assert_eq!(counts.len(), 8, "seven tasks and the failed ones: {logged}");
+    assert_eq!(counts.len(), 9, "eight tasks and the failed ones: {logged}");
     for (task, count) in counts.iter().filter(|(task, _)| *task != "failed_tasks") {
         assert!(count.is_u64(), "{task}: {logged}");
     }
     assert_eq!(logged["failed_tasks"], Value::Array(Vec::new()));
+}
+
+#[tokio::test]
+async fn a_document_intent_that_expired_is_listed_as_failed_then_removed_after_the_retention() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let base = json!({"name": "Intents", "scope": "org", "collection_name": format!("intents_{}", &Uuid::new_v4().simple().to_string()[..10]),
+        "embedding_provider": "local", "embedding_model": "all-minilm-l6-v2"});
+    let (status, base) = stack.call_json(&user, Method::POST, "/kb", Some(base)).await;
+    assert_eq!(status, 201, "{base}");
+    let kb = Uuid::parse_str(base["id"].as_str().expect("id")).expect("uuid");
+    let db = stack.db().await;
+    // Two failed documents whose links expired three days ago: one failed for want of a file,
+    // one for a reason of its own (kept: the user may read it and retry).
+    let (expired, other) = (Uuid::new_v4(), Uuid::new_v4());
+    for (id, message) in [
+        (expired, sluice_sweep::INTENT_EXPIRED),
+        (other, "parse: UnreadableDocument: upload a version with a text layer"),
+    ] {
+        db.execute(
+            "INSERT INTO rag_documents (id, collection_name, kb_id, filename, filesize, filetype, status, storage_path, \
+             error_message, upload_expires_at) VALUES ($1, $2, $3, 'a.pdf', 1, 'pdf', 'error', $4, $5, now() - interval '3 days')",
+            &[&id, &base["collection_name"].as_str().expect("name"), &kb, &format!("document-uploads/{kb}/{}", id.simple()), &message],
+        )
+        .await
+        .expect("row");
+    }
+    let present = async |id: Uuid| {
+        db.query_one("SELECT count(*) FROM rag_documents WHERE id = $1", &[&id]).await.expect("count").get::<_, i64>(0)
+            == 1
+    };
+    eventually("the expired intent's row removed", async || !present(expired).await).await;
+    assert!(present(other).await, "a document that failed for another reason stays listed");
 }

@@ -3,7 +3,8 @@
 //!
 //! - presigned upload intents whose link expired with no bytes judged: the row is rejected
 //!   (so `GET /files/{id}` says so) and any object that landed late is deleted; a
-//!   document's intent likewise fails its row;
+//!   document's intent likewise fails its row. Past `CHAT_RETENTION` the rows go too: a
+//!   chat intent's as an unlinked chat file, a document intent's here;
 //! - outbox rows left unsent (the send after their commit failed): sent again, so an
 //!   acknowledged upload never stays `processing` for want of its job;
 //! - teardowns not finished an hour after they were queued: their job sent again, so a
@@ -83,6 +84,7 @@ pub enum SweepError {
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
 pub struct SweepReport {
     pub expired_intents: u64,
+    pub removed_intents: u64,
     pub resent_jobs: u64,
     pub retried_teardowns: u64,
     pub stale_documents: u64,
@@ -180,6 +182,7 @@ pub async fn handle(state: &State, now: OffsetDateTime) -> Result<SweepReport, S
     };
     let mut report = SweepReport {
         expired_intents: count("expired_intents", expire_intents(state, now).await),
+        removed_intents: count("removed_intents", remove_expired_document_intents(state, now).await),
         resent_jobs: count("resent_jobs", resend_jobs(state).await),
         retried_teardowns: count("retried_teardowns", retry_teardowns(state).await),
         stale_documents: count("stale_documents", fail_stale_documents(state).await),
@@ -194,6 +197,7 @@ pub async fn handle(state: &State, now: OffsetDateTime) -> Result<SweepReport, S
     report.failed_tasks = failed_tasks;
     tracing::info!(
         expired_intents = report.expired_intents,
+        removed_intents = report.removed_intents,
         resent_jobs = report.resent_jobs,
         retried_teardowns = report.retried_teardowns,
         stale_documents = report.stale_documents,
@@ -206,18 +210,21 @@ pub async fn handle(state: &State, now: OffsetDateTime) -> Result<SweepReport, S
     if report.failed_tasks.is_empty() { Ok(report) } else { Err(SweepError::Incomplete(Box::new(report))) }
 }
 
+/// What an intent that expired with no file records, stage, type and advice.
+pub const INTENT_EXPIRED: &str =
+    "sweep: intent_expired: no file arrived before the upload link expired; upload it again";
+
 async fn expire_intents(state: &State, now: OffsetDateTime) -> Result<u64, SweepError> {
     let mut expired = 0;
     let before = now - state.thresholds.intent_grace;
-    let reason = "sweep: intent_expired: no file arrived before the upload link expired; upload it again";
     for (id, key) in state.db.expired_intents(before, BATCH).await? {
-        if state.db.expire_intent(id, before, reason).await? {
+        if state.db.expire_intent(id, before, INTENT_EXPIRED).await? {
             state.blob.delete(&key).await?;
             expired += 1;
         }
     }
     for (id, key) in state.db.expired_document_intents(before, BATCH).await? {
-        if state.db.fail_document(id, reason).await? {
+        if state.db.fail_document(id, INTENT_EXPIRED).await? {
             expired += 1;
         }
         if !key.is_empty() {
@@ -225,6 +232,11 @@ async fn expire_intents(state: &State, now: OffsetDateTime) -> Result<u64, Sweep
         }
     }
     Ok(expired)
+}
+
+async fn remove_expired_document_intents(state: &State, now: OffsetDateTime) -> Result<u64, SweepError> {
+    let before = now - state.thresholds.intent_grace - state.thresholds.chat_retention;
+    Ok(state.db.remove_expired_document_intents(before, INTENT_EXPIRED).await?)
 }
 
 async fn resend_jobs(state: &State) -> Result<u64, SweepError> {

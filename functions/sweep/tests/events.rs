@@ -27,6 +27,7 @@ async fn a_run_that_cannot_reach_the_database_fails() {
     let failed: Vec<&str> = report.failed_tasks.iter().filter_map(|t| t.split(':').next()).collect();
     let mut tasks = vec![
         "expired_intents",
+        "removed_intents",
         "resent_jobs",
         "retried_teardowns",
         "stale_documents",

@@ -245,6 +245,24 @@ impl Db {
         Ok(rows.iter().map(|r| (r.get(0), r.get::<_, Option<String>>(1).unwrap_or_default())).collect())
     }
 
+    /// Removes the rows of document intents that expired with no file before `before`:
+    /// failed by the sweep with `reason` when their link expired (so the base lists why),
+    /// they describe nothing once the retention has passed. Late objects went then.
+    pub async fn remove_expired_document_intents(
+        &self,
+        before: OffsetDateTime,
+        reason: &str,
+    ) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        Ok(client
+            .execute(
+                "DELETE FROM rag_documents WHERE status = 'error' AND parsed_path IS NULL \
+                 AND upload_expires_at < $1 AND error_message = $2",
+                &[&before, &reason],
+            )
+            .await?)
+    }
+
     pub async fn document(&self, id: Uuid) -> Result<Option<Document>, StoreError> {
         let client = self.client().await?;
         let row =
