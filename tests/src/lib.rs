@@ -207,6 +207,36 @@ impl Stack {
         (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}")))
     }
 
+    /// Writes an object as a stray would land: plain bytes, no row, no encryption asked.
+    pub async fn put_plain(&self, key: &str, bytes: &[u8]) {
+        self.s3.put_object().bucket(&self.bucket).key(key).body(bytes.to_vec().into()).send().await.expect("put");
+    }
+
+    /// Waits until a message whose body satisfies `matches` is in the dead-letter queue
+    /// `queue` (its name), and takes it off; fails after `limit`.
+    pub async fn dead_letter(&self, queue: &str, limit: std::time::Duration, matches: impl Fn(&str) -> bool) {
+        let url = self.sqs.get_queue_url().queue_name(queue).send().await.expect("queue").queue_url;
+        let url = url.expect("url");
+        let started = std::time::Instant::now();
+        loop {
+            assert!(started.elapsed() < limit, "no such message reached {queue}");
+            let received = self
+                .sqs
+                .receive_message()
+                .queue_url(&url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .expect("receive dead letters");
+            if let Some(message) = received.messages().iter().find(|m| m.body().is_some_and(&matches)) {
+                let handle = message.receipt_handle().expect("handle");
+                self.sqs.delete_message().queue_url(&url).receipt_handle(handle).send().await.expect("delete");
+                return;
+            }
+        }
+    }
+
     /// The sweep as the stack runs it: its key and its queues, as the local runner finds
     /// them; thresholds from the environment, for the caller to move.
     pub async fn sweep_state(&self) -> sluice_sweep::State {
@@ -285,4 +315,13 @@ pub fn tiny_png(width: u32, height: u32) -> Vec<u8> {
     png.extend_from_slice(&height.to_be_bytes());
     png.extend_from_slice(b"\x08\x06\0\0\0\x1f\x15\xc4\x89\0\0\0\0IEND\xaeB`\x82");
     png
+}
+
+/// Waits until `check` holds, polling every 200 ms; fails after `limit`.
+pub async fn eventually(what: &str, limit: std::time::Duration, mut check: impl AsyncFnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < limit, "never: {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }

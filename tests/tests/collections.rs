@@ -47,12 +47,8 @@ async fn indexed_document(stack: &Stack, user: &User, kb_id: &str, text: &str) -
 }
 
 /// Waits until `check` holds, for at most 30 seconds.
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let started = std::time::Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < std::time::Duration::from_secs(30), "never: {what}");
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+async fn eventually(what: &str, check: impl AsyncFnMut() -> bool) {
+    sluice_e2e::eventually(what, std::time::Duration::from_secs(30), check).await;
 }
 
 #[tokio::test]
@@ -405,36 +401,9 @@ async fn a_teardown_held_up_by_a_lock_fails_its_deliveries_and_is_finished_by_th
     let teardown = queued["teardown_id"].as_str().expect("id").to_owned();
 
     // Every delivery of the job fails until SQS gives it up to the dead-letter queue.
-    let dead_letters = stack
-        .sqs
-        .get_queue_url()
-        .queue_name("sluice-teardown-dlq")
-        .send()
-        .await
-        .expect("dlq")
-        .queue_url()
-        .expect("url")
-        .to_owned();
-    let started = std::time::Instant::now();
-    'dead: loop {
-        assert!(started.elapsed() < std::time::Duration::from_secs(120), "the job never became a dead letter");
-        let received = stack
-            .sqs
-            .receive_message()
-            .queue_url(&dead_letters)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            .send()
-            .await
-            .expect("receive");
-        for message in received.messages() {
-            if message.body().is_some_and(|b| b.contains(&teardown)) {
-                let handle = message.receipt_handle().expect("handle");
-                stack.sqs.delete_message().queue_url(&dead_letters).receipt_handle(handle).send().await.expect("ack");
-                break 'dead;
-            }
-        }
-    }
+    stack
+        .dead_letter("sluice-teardown-dlq", std::time::Duration::from_secs(120), |body| body.contains(&teardown))
+        .await;
     let db = stack.db().await;
     let state = async || {
         let row = db

@@ -5,17 +5,13 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use sluice_e2e::{Stack, User};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 /// Waits until `check` holds, for at most 45 seconds.
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let started = Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < Duration::from_secs(45), "never: {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+async fn eventually(what: &str, check: impl AsyncFnMut() -> bool) {
+    sluice_e2e::eventually(what, Duration::from_secs(45), check).await;
 }
 
 /// A ready chat file of `user`'s: its id and its object's key.
@@ -119,15 +115,7 @@ async fn objects_no_row_names_are_removed_by_the_scan_and_named_ones_stay() {
     let prefix = format!("media/{}/", user.id);
     assert!(key.starts_with(&prefix), "{key}");
     let stray = format!("{prefix}stray.bin");
-    stack
-        .s3
-        .put_object()
-        .bucket(&stack.bucket)
-        .key(&stray)
-        .body(b"left by a crash".to_vec().into())
-        .send()
-        .await
-        .expect("put");
+    stack.put_plain(&stray, b"left by a crash").await;
     let mut state = stack.sweep_state().await;
     state.thresholds.unnamed_object_grace = Duration::ZERO;
     // S3 stamps objects to the second: the stray must be older than the second the scan runs in.
@@ -139,15 +127,7 @@ async fn objects_no_row_names_are_removed_by_the_scan_and_named_ones_stay() {
 
     // With the default grace, an object written moments ago is left alone.
     let fresh = format!("{prefix}fresh.bin");
-    stack
-        .s3
-        .put_object()
-        .bucket(&stack.bucket)
-        .key(&fresh)
-        .body(b"just written".to_vec().into())
-        .send()
-        .await
-        .expect("put");
+    stack.put_plain(&fresh, b"just written").await;
     let state = stack.sweep_state().await;
     assert_eq!(
         sluice_sweep::remove_unnamed_objects(&state, &prefix, OffsetDateTime::now_utc()).await.expect("scan"),
@@ -160,15 +140,7 @@ async fn objects_no_row_names_are_removed_by_the_scan_and_named_ones_stay() {
 async fn a_removal_whose_first_run_failed_is_finished_by_the_sweep() {
     let stack = Stack::from_env().await;
     let key = format!("parsed/{}", Uuid::new_v4());
-    stack
-        .s3
-        .put_object()
-        .bucket(&stack.bucket)
-        .key(&key)
-        .body(b"orphaned text".to_vec().into())
-        .send()
-        .await
-        .expect("put");
+    stack.put_plain(&key, b"orphaned text").await;
     let db = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
     let removal = db.queue_removal(std::slice::from_ref(&key), "test").await.expect("queue").expect("a removal");
     let failed = db.run_removal(removal, |_| async { Err::<(), &str>("storage unavailable") }).await.expect("store");

@@ -171,31 +171,10 @@ async fn an_intent_whose_link_expired_is_swept_and_bytes_landing_late_are_delete
 #[tokio::test]
 async fn a_message_that_always_fails_reaches_the_dead_letter_queue_alone() {
     let stack = Stack::from_env().await;
-    let url = |name: &'static str| {
-        let sqs = stack.sqs.clone();
-        async move { sqs.get_queue_url().queue_name(name).send().await.expect("queue").queue_url().expect("url").to_owned() }
-    };
-    let (queue, dead_letters) = (url("sluice-parse").await, url("sluice-parse-dlq").await);
+    let queue = stack.sqs.get_queue_url().queue_name("sluice-parse").send().await.expect("queue").queue_url;
+    let queue = queue.expect("url");
     let poison =
         format!("{{\"Records\": [{{\"eventName\": \"ObjectCreated:Put\", \"unfinished\": \"{}", uuid::Uuid::new_v4());
     stack.sqs.send_message().queue_url(&queue).message_body(&poison).send().await.expect("send");
-    let started = std::time::Instant::now();
-    loop {
-        let received = stack
-            .sqs
-            .receive_message()
-            .queue_url(&dead_letters)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            .send()
-            .await
-            .expect("receive dead letters");
-        let found = received.messages().iter().find(|m| m.body() == Some(poison.as_str()));
-        if let Some(message) = found {
-            let handle = message.receipt_handle().expect("handle");
-            stack.sqs.delete_message().queue_url(&dead_letters).receipt_handle(handle).send().await.expect("delete");
-            break;
-        }
-        assert!(started.elapsed() < std::time::Duration::from_secs(90), "the poison message never reached the DLQ");
-    }
+    stack.dead_letter("sluice-parse-dlq", std::time::Duration::from_secs(90), |body| body == poison).await;
 }
