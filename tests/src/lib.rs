@@ -17,7 +17,12 @@ pub struct Stack {
     pub kms: aws_sdk_kms::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub bucket: String,
-    pub database_url: String,
+    /// The database behind the stack's TLS front (pgbouncer, as RDS Proxy in AWS).
+    pub db_target: sluice_store::DbTarget,
+    /// The functions' least-privileged login and the administrator's, from Secrets Manager.
+    pub app_login: sluice_store::Login,
+    pub admin_login: sluice_store::Login,
+    pub sdk: aws_config::SdkConfig,
 }
 
 fn required(name: &str) -> String {
@@ -39,8 +44,22 @@ impl Stack {
             kms: aws_sdk_kms::Client::new(&sdk),
             sqs: aws_sdk_sqs::Client::new(&sdk),
             bucket: required("SLUICE_BUCKET"),
-            database_url: required("DATABASE_URL"),
+            db_target: sluice_store::DbTarget::from_env().expect("SLUICE_DB_HOST and friends"),
+            app_login: sluice_store::Login::from_env_secret(&sdk, sluice_store::APP_SECRET_VARIABLE)
+                .await
+                .expect("the application login's secret"),
+            admin_login: sluice_store::Login::from_env_secret(&sdk, sluice_store::ADMIN_SECRET_VARIABLE)
+                .await
+                .expect("the administrator's secret"),
+            sdk,
         }
+    }
+
+    /// The store as the functions open it: TLS, the application login, the schema checked.
+    pub async fn store(&self, max_connections: usize) -> sluice_store::Db {
+        let db = sluice_store::Db::open(&self.db_target, &self.app_login, max_connections).expect("pool");
+        db.require_current_schema().await.expect("a migrated schema");
+        db
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -255,16 +274,15 @@ impl Stack {
             other => queues.get(other).cloned().or_else(|| std::env::var(other).ok()),
         })
         .expect("config");
-        let db = sluice_store::Db::connect(&self.database_url, 2).await.expect("db");
+        let db = self.store(2).await;
         let blob = sluice_blob::Blob::new(self.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
         sluice_sweep::State::new(config, db, blob, self.sqs.clone())
     }
 
+    /// A connection as the administrator (over TLS), for a test that looks behind the
+    /// functions or arranges what no route can.
     pub async fn db(&self) -> tokio_postgres::Client {
-        let (client, connection) =
-            tokio_postgres::connect(&self.database_url, tokio_postgres::NoTls).await.expect("connect to the database");
-        tokio::spawn(connection);
-        client
+        sluice_store::connect_once(&self.db_target, &self.admin_login).await.expect("connect to the database")
     }
 }
 
@@ -275,7 +293,23 @@ pub struct User {
     pub token: String,
 }
 
+/// The stack's identity provider (its key and issuer from the environment), read once.
+pub fn local_issuer() -> &'static sluice_local::jwt::LocalIssuer {
+    static ISSUER: std::sync::OnceLock<sluice_local::jwt::LocalIssuer> = std::sync::OnceLock::new();
+    ISSUER.get_or_init(|| {
+        sluice_local::jwt::LocalIssuer::from_env().expect("the stack's token issuer: run with `infra/local/test`")
+    })
+}
+
 impl User {
+    /// A user whose IdP subject is not a UUID (Auth0's `auth0|…`): the id the functions
+    /// derive for it, and a token naming the subject.
+    pub fn with_subject(subject: &str) -> Self {
+        let issuer = local_issuer();
+        let token = issuer.issue(&issuer.claims(subject, None, &[], false, 3600)).expect("token");
+        Self { id: sluice_domain::caller::user_id_for(&issuer.issuer, subject), token }
+    }
+
     pub fn new() -> Self {
         Self::with(None, &[], false)
     }
@@ -283,8 +317,9 @@ impl User {
     pub fn with(org: Option<Uuid>, permissions: &[&str], app_admin: bool) -> Self {
         let id = Uuid::new_v4();
         let permissions: Vec<String> = permissions.iter().map(|p| (*p).to_owned()).collect();
-        let claims = sluice_local::jwt::TokenClaims::new(id, org, &permissions, app_admin, 3600);
-        let token = sluice_local::jwt::issue(&sluice_local::jwt::local_secret(), &claims).expect("token");
+        let issuer = local_issuer();
+        let claims = issuer.claims(&id.to_string(), org, &permissions, app_admin, 3600);
+        let token = issuer.issue(&claims).expect("token");
         Self { id, token }
     }
 

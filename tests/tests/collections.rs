@@ -101,7 +101,7 @@ async fn a_deleted_base_is_torn_down_after_its_commit_and_its_name_released() {
 
     // A redelivered teardown finds the end state and changes nothing.
     let job: sluice_store::TeardownJob = serde_json::from_value(outbox).expect("job");
-    let store = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    let store = stack.store(2).await;
     store.finish_teardown(&job, std::time::Duration::from_secs(5)).await.expect("again");
     assert_eq!(
         stack.call(&owner, Method::GET, &format!("/kb/{}", again["id"].as_str().expect("id")), None).await.0,
@@ -262,7 +262,7 @@ async fn a_collection_is_created_and_read_by_name_within_reach() {
 #[tokio::test]
 async fn vector_tables_are_created_once_at_their_width_and_never_mistaken_for_the_schema() {
     let stack = Stack::from_env().await;
-    let db = sluice_store::Db::connect(&stack.database_url, 24).await.expect("db");
+    let db = stack.store(24).await;
     let name = unique("vectors");
     let creates = (0..12).map(|_| db.ensure_vector_table(&name, 384));
     for created in futures_util::future::join_all(creates).await {
@@ -308,7 +308,7 @@ async fn a_teardown_lost_after_its_commit_is_finished_by_the_sweep() {
     let (status, base) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await;
     assert_eq!(status, 201, "{base}");
     let kb = Uuid::parse_str(base["id"].as_str().expect("id")).expect("uuid");
-    let store = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    let store = stack.store(2).await;
     store.ensure_vector_table(&name, 384).await.expect("table");
     // What a delete commits when its job is then lost: the row gone, the name reserved an
     // hour and more ago, the job in the outbox marked sent.
@@ -388,7 +388,7 @@ async fn a_teardown_held_up_by_a_lock_fails_its_deliveries_and_is_finished_by_th
     let name = unique("held");
     let (status, base) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await;
     assert_eq!(status, 201, "{base}");
-    let store = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    let store = stack.store(2).await;
     store.ensure_vector_table(&name, 384).await.expect("table");
     let table = format!("rag_{name}");
     // A long reader of the table: the teardown's DROP waits for it, gives up after the
@@ -444,7 +444,7 @@ async fn rag_drop_refuses_a_name_several_bases_hold_and_otherwise_goes_through_t
     let (_, first) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await;
     let (_, second) = stack.call_json(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await;
     let (first_id, second_id) = (first["id"].as_str().expect("id"), second["id"].as_str().expect("id"));
-    let store = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    let store = stack.store(2).await;
     store.ensure_vector_table(&name, 384).await.expect("table");
     let table = format!("rag_{name}");
     let db = stack.db().await;

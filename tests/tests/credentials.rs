@@ -291,7 +291,7 @@ async fn a_deleted_or_unopenable_key_resolves_to_no_key_and_the_refusal_names_th
     assert_eq!(status, 201, "{created}");
     let base_id = Uuid::parse_str(created["id"].as_str().expect("id")).expect("uuid");
 
-    let db = sluice_store::Db::connect(&stack.database_url, 2).await.expect("db");
+    let db = stack.store(2).await;
     let vault = sluice_vault::Vault::new(stack.kms.clone(), stack.kms_key_arn().await);
     let base = || async { db.knowledge_base(base_id, owner.id).await.expect("read").expect("base").base };
     match resolve_key(&db, &vault, &base().await).await.expect("resolved") {

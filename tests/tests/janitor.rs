@@ -74,7 +74,7 @@ async fn unlinked_chat_files_past_the_retention_are_removed_and_linked_or_recent
 async fn a_retention_removal_restores_the_row_when_the_bytes_stay_and_spares_a_file_linked_since_the_scan() {
     let stack = Stack::from_env().await;
     let user = User::new();
-    let db = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    let db = stack.store(2).await;
     // A cutoff an hour ahead reaches these fresh files; the stack's own sweep (a day back) does not.
     let cutoff = OffsetDateTime::now_utc() + time::Duration::hours(1);
     let (stuck, stuck_key) = chat_file(&stack, &user, "stuck.txt").await;
@@ -141,7 +141,7 @@ async fn a_removal_whose_first_run_failed_is_finished_by_the_sweep() {
     let stack = Stack::from_env().await;
     let key = format!("parsed/{}", Uuid::new_v4());
     stack.put_plain(&key, b"orphaned text").await;
-    let db = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    let db = stack.store(2).await;
     let removal = db.queue_removal(std::slice::from_ref(&key), "test").await.expect("queue").expect("a removal");
     let failed = db.run_removal(removal, |_| async { Err::<(), &str>("storage unavailable") }).await.expect("store");
     assert_eq!(failed, Err("storage unavailable"));

@@ -26,7 +26,7 @@ struct Chunk {
 async fn every_search_is_the_brute_force_answer_within_reach_and_filters() {
     let stack = Stack::from_env().await;
     let db = stack.db().await;
-    let store = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    let store = stack.store(2).await;
     let seed = std::env::var("SLUICE_SEARCH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5EED_u64);
     let mut rng = Rng(seed);
     let (org_a, org_b) = (Uuid::new_v4(), Uuid::new_v4());
@@ -228,7 +228,7 @@ async fn a_selective_filter_still_returns_top_k_and_refusals_are_whole() {
     let (kb_id, name) = (base["id"].as_str().expect("id"), base["collection_name"].as_str().expect("name"));
     let kb = Uuid::parse_str(kb_id).expect("uuid");
     let org: Option<Uuid> = base["org_id"].as_str().map(|s| Uuid::parse_str(s).expect("uuid"));
-    let store = sluice_store::Db::connect(&stack.database_url, 2).await.expect("store");
+    let store = stack.store(2).await;
     store.ensure_vector_table(name, 384).await.expect("table");
     // 20,000 chunks, 1% of them in the unit the search asks for. The HNSW index is built
     // after the load (as a bulk load would), which takes seconds instead of a minute.

@@ -43,8 +43,8 @@ impl State {
 
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
-        let db = Db::connect_from_env(4).await?;
         let sdk = sluice_blob::sdk_config().await;
+        let db = Db::from_env(&sdk, 4).await?;
         let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
         Ok(Self::new(config, db, blob, aws_sdk_kms::Client::new(&sdk)))
     }

@@ -51,7 +51,7 @@ impl State {
         let config = Config::from_env()?;
         let sdk = sluice_blob::sdk_config().await;
         let (kms, sqs) = (aws_sdk_kms::Client::new(&sdk), aws_sdk_sqs::Client::new(&sdk));
-        Ok(Self::new(config, Db::connect_from_env(4).await?, kms, sqs))
+        Ok(Self::new(config, Db::from_env(&sdk, 4).await?, kms, sqs))
     }
 }
 

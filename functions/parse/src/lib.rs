@@ -44,10 +44,12 @@ impl State {
     /// are this binary, so its `main` calls `sluice_isolate::serve_if_worker` first.
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
-        let db = Db::connect_from_env(4).await?;
-        let blob = Blob::from_env(config.bucket.clone(), config.kms_key_id.clone()).await;
+        sluice_formats::pdf::ensure_available()?;
+        let sdk = sluice_blob::sdk_config().await;
+        let db = Db::from_env(&sdk, 4).await?;
+        let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
         let extractor = Extractor::current_exe(config.parse_max_memory_bytes)?;
-        let sqs = aws_sdk_sqs::Client::new(&sluice_blob::sdk_config().await);
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
         Ok(Self::new(config, db, blob, extractor, sqs))
     }
 }

@@ -45,8 +45,9 @@ impl State {
 
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
-        let db = Db::connect_from_env(2).await?;
-        let blob = Blob::from_env(config.bucket.clone(), config.kms_key_id.clone()).await;
+        let sdk = sluice_blob::sdk_config().await;
+        let db = Db::from_env(&sdk, 2).await?;
+        let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
         Ok(Self::new(config, db, blob))
     }
 }

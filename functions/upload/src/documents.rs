@@ -71,11 +71,14 @@ pub async fn ingest(
         Body::Text(text) => Bytes::from(text),
         _ => Bytes::new(),
     };
-    let limit = state.config.max_upload_bytes;
+    let (limit, inline_cap) = state.config.inline_limit(state.config.max_upload_bytes);
     let (file, fields) =
         read_form(content_type.as_deref(), body, limit, &["ingestion", "organizational_unit", "replace"])
             .await
             .map_err(|error| match error {
+                UploadError::TooLarge { limit_bytes } if inline_cap => {
+                    UploadError::UsePresignedUpload { limit_bytes, route: "POST /api/v1/kb/{kb_id}/documents/uploads" }
+                }
                 UploadError::TooLarge { limit_bytes } => UploadError::DocumentTooLarge { limit_bytes },
                 other => other,
             })?;

@@ -28,6 +28,9 @@ pub enum UploadError {
     DeclarationRefused(&'static str, Refusal),
     #[error("the document is larger than {limit_bytes} bytes")]
     DocumentTooLarge { limit_bytes: u64 },
+    /// Larger than a direct upload carries, though within the ceiling: the presigned path.
+    #[error("the file is larger than the {limit_bytes} bytes a direct upload carries")]
+    UsePresignedUpload { limit_bytes: u64, route: &'static str },
     #[error("the declared document size is larger than {limit_bytes} bytes")]
     DeclaredDocumentTooLarge { limit_bytes: u64 },
     #[error("{field}: {message}")]
@@ -66,6 +69,16 @@ impl UploadError {
                 let mb = limit_bytes / (1024 * 1024);
                 ApiError::new(413, "file_too_large", format!("the file is larger than the {mb} MB limit"))
                     .field("file", format!("larger than {mb} MB (CHAT_MAX_UPLOAD_SIZE_MB)"))
+                    .detail("limit_bytes", limit_bytes)
+            }
+            Self::UsePresignedUpload { limit_bytes, route } => {
+                let mb = limit_bytes / (1024 * 1024);
+                let advice =
+                    format!("larger than the {mb} MB a direct upload carries: upload it with {route} (presigned)");
+                ApiError::new(413, "file_too_large", format!("the file is {advice}"))
+                    .field("file", advice)
+                    .detail("reason", "use_presigned_upload")
+                    .detail("upload_route", route)
                     .detail("limit_bytes", limit_bytes)
             }
             Self::DeclaredTooLarge { limit_bytes } => {

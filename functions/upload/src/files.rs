@@ -78,7 +78,13 @@ pub async fn upload(state: &AppState, caller: &Caller, request: Request) -> Resu
         Body::Text(text) => Bytes::from(text),
         _ => Bytes::new(),
     };
-    let file = read_file_part(content_type.as_deref(), body, state.config.chat_max_upload_bytes).await?;
+    let (limit, inline_cap) = state.config.inline_limit(state.config.chat_max_upload_bytes);
+    let file = read_file_part(content_type.as_deref(), body, limit).await.map_err(|error| match error {
+        UploadError::TooLarge { limit_bytes } if inline_cap => {
+            UploadError::UsePresignedUpload { limit_bytes, route: "POST /api/v1/files/uploads" }
+        }
+        other => other,
+    })?;
     let (bytes, extractor, max_chars) =
         (file.bytes.clone(), state.extractor.clone(), state.config.parsed_text_max_chars);
     let declared = file.declared_mime.clone();

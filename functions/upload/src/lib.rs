@@ -38,15 +38,17 @@ impl AppState {
         Self { config, db, blob, pool, extractor, dispatcher }
     }
 
-    /// Builds the state from the environment: the SDK's standard settings, `DATABASE_URL`,
-    /// and the configuration `Config::from_env` reads. Migrations run here, once. Parse
+    /// Builds the state from the environment: the SDK's standard settings, the database
+    /// (`Db::from_env`), and the configuration `Config::from_env` reads. Parse
     /// workers are this binary, so its `main` calls `sluice_isolate::serve_if_worker` first.
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
-        let db = Db::connect_from_env(4).await?;
-        let blob = Blob::from_env(config.bucket.clone(), config.kms_key_id.clone()).await;
+        sluice_formats::pdf::ensure_available()?;
+        let sdk = sluice_blob::sdk_config().await;
+        let db = Db::from_env(&sdk, 4).await?;
+        let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
         let extractor = Extractor::current_exe(config.parse_max_memory_bytes)?;
-        let sqs = aws_sdk_sqs::Client::new(&sluice_blob::sdk_config().await);
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
         Ok(Self::new(config, db, blob, extractor, sqs))
     }
 }

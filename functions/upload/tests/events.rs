@@ -20,7 +20,7 @@ fn offline_state(chat_max_upload_bytes: u64) -> AppState {
     })
     .expect("config");
     config.chat_max_upload_bytes = chat_max_upload_bytes;
-    let db = Db::connect_lazy(&format!("postgres://nobody@{CLOSED}/none"), 1).expect("pool");
+    let db = offline_db();
     let blob =
         Blob::new(sluice_blob::static_s3_client(&format!("http://{CLOSED}")), "bucket", config.kms_key_id.clone());
     // The function's own binary is its parse worker, as in Lambda.
@@ -82,6 +82,23 @@ async fn a_file_over_the_chat_limit_is_413() {
 }
 
 #[tokio::test]
+async fn a_file_over_the_inline_cap_is_sent_to_the_presigned_path() {
+    let mut state = offline_state(1 << 20);
+    state.config.inline_upload_max_bytes = Some(16);
+    let response = handle(&state, sample("apigw-v2-upload-csv.json")).await;
+    assert_eq!(response.status().as_u16(), 413);
+    let body = json_of(&response);
+    assert_eq!(body["error"]["code"], "file_too_large");
+    assert_eq!(body["error"]["details"]["reason"], "use_presigned_upload");
+    assert_eq!(body["error"]["details"]["upload_route"], "POST /api/v1/files/uploads");
+    let advice = body["error"]["details"]["fields"]["file"].as_str().expect("the field names the file");
+    assert!(advice.contains("presigned"), "{advice}");
+    // Within the cap, the ceiling alone decides, as before.
+    state.config.inline_upload_max_bytes = Some(2 << 20);
+    assert_eq!(state.config.inline_limit(1 << 20), (1 << 20, false));
+}
+
+#[tokio::test]
 async fn an_id_that_cannot_exist_is_the_plain_404() {
     let (status, body) = call("apigw-v2-get-file-bad-id.json", 1 << 20).await;
     assert_eq!(status, 404);
@@ -103,4 +120,16 @@ async fn storage_that_is_down_is_503_without_upstream_text() {
     assert!(!text.contains("127.0.0.1") && !text.contains("bucket"), "leaked upstream detail: {text}");
     let (status, _) = call("apigw-v2-get-file.json", 1 << 20).await;
     assert_eq!(status, 503);
+}
+
+/// A pool whose database nothing answers for (port 9): database calls fail at once.
+fn offline_db() -> Db {
+    let target = sluice_store::DbTarget {
+        host: "127.0.0.1".to_owned(),
+        port: 9,
+        dbname: "none".to_owned(),
+        roots: sluice_store::TrustRoots::Public,
+    };
+    let login = sluice_store::Login { username: "nobody".to_owned(), password: String::new() };
+    Db::open(&target, &login, 1).expect("pool")
 }

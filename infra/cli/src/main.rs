@@ -13,6 +13,9 @@
 //!   refused, listing the ids, when several hold it and none is named; with no base holding
 //!   it (what `rag-ingest` leaves), every document row under the name goes and its table is
 //!   dropped. It commits the teardown, sends its job and prints one JSON object.
+//! - `sluice migrate` is the deploy's migrate step: with the administrator's login
+//!   (`SLUICE_DB_ADMIN_SECRET_ID`) it applies the migrations and creates or updates the
+//!   application login (`SLUICE_DB_SECRET_ID`); it prints what it applied as JSON.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -27,11 +30,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print a bearer token for the local stack (HS256, SLUICE_LOCAL_JWT_SECRET).
+    /// Print a bearer token from the local stack's issuer (RS256, SLUICE_LOCAL_JWT_KEY_FILE).
     Token {
-        /// The user id (a UUID) the token names.
+        /// The subject the token names: a UUID, or any other IdP subject (`auth0|…`).
         #[arg(long)]
-        user: Uuid,
+        user: String,
         /// The organization the caller acts in.
         #[arg(long)]
         org: Option<Uuid>,
@@ -58,6 +61,8 @@ enum Command {
         #[arg(long)]
         text: bool,
     },
+    /// Apply the migrations and create the application login (the deploy's migrate step).
+    Migrate,
     /// Tear down a collection name: its base's teardown, or everything under a name no base holds.
     RagDrop {
         /// The collection name.
@@ -78,8 +83,11 @@ async fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Token { user, org, perms, app_admin, ttl } => {
-            let claims = sluice_local::jwt::TokenClaims::new(user, org, &perms, app_admin, ttl);
-            match sluice_local::jwt::issue(&sluice_local::jwt::local_secret(), &claims) {
+            let token = sluice_local::jwt::LocalIssuer::from_env().and_then(|issuer| {
+                let claims = issuer.claims(&user, org, &perms, app_admin, ttl);
+                issuer.issue(&claims)
+            });
+            match token {
                 Ok(token) => {
                     println!("{token}");
                     ExitCode::SUCCESS
@@ -93,6 +101,21 @@ async fn run() -> ExitCode {
         Command::Doctor => doctor().await,
         Command::Parse { file, mime, text } => parse(&file, mime.as_deref(), text),
         Command::RagDrop { name, knowledge_base } => rag_drop(&name, knowledge_base).await,
+        Command::Migrate => migrate().await,
+    }
+}
+
+/// `sluice migrate`: the deploy's migrate step; the report on stdout, a failure on stderr.
+async fn migrate() -> ExitCode {
+    match sluice_store::Db::migrate_from_env(&sluice_blob::sdk_config().await).await {
+        Ok(report) => {
+            println!("{}", serde_json::json!(report));
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("sluice migrate: {error}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -103,7 +126,7 @@ async fn rag_drop(name: &str, knowledge_base: Option<Uuid>) -> ExitCode {
         eprintln!("{answer}");
         ExitCode::FAILURE
     };
-    let db = match sluice_store::Db::connect_from_env(1).await {
+    let db = match sluice_store::Db::from_env(&sluice_blob::sdk_config().await, 1).await {
         Ok(db) => db,
         Err(error) => return refuse(serde_json::json!({"error": format!("database: {error}")})),
     };
@@ -309,13 +332,22 @@ async fn doctor() -> ExitCode {
         }
         Err(_) => println!("bucket default encryption: none (template.yaml sets it in AWS)"),
     }
-    let database_url = std::env::var("DATABASE_URL").unwrap_or_default();
-    match sluice_store::Db::connect_lazy(&database_url, 1) {
+    match sluice_formats::pdf::ensure_available() {
+        Ok(()) => println!("pdfium: loaded"),
+        Err(error) => {
+            healthy = false;
+            println!("pdfium: {error}");
+        }
+    }
+    // The functions' own path: TLS, the login from Secrets Manager, the schema version.
+    match sluice_store::Db::from_env(&sdk, 1).await {
         Ok(db) => match db.pgvector_version().await {
-            Ok(Some(version)) => println!("database reachable: yes\npgvector: {version}"),
+            Ok(Some(version)) => {
+                println!("database reachable: yes (TLS, schema {})\npgvector: {version}", sluice_store::SCHEMA_VERSION)
+            }
             Ok(None) => {
                 healthy = false;
-                println!("database reachable: yes\npgvector: not installed (run the migrations)");
+                println!("database reachable: yes\npgvector: not installed (run `sluice migrate`)");
             }
             Err(error) => {
                 healthy = false;

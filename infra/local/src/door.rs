@@ -20,7 +20,10 @@ use tokio::net::TcpListener;
 pub struct Door {
     pub upload: sluice_upload::AppState,
     pub knowledge: sluice_knowledge::State,
-    pub jwt_secret: String,
+    /// The local identity provider, whose discovery document and keys the door serves, and
+    /// whose tokens its authorizer accepts.
+    pub issuer: crate::jwt::LocalIssuer,
+    pub authorizer: crate::jwt::Authorizer,
     /// API Gateway's own payload ceiling is replaced by Sluice's request body cap.
     pub body_cap_bytes: u64,
 }
@@ -92,6 +95,14 @@ impl Door {
     }
 
     async fn dispatch(&self, request: Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
+        // The issuer's own documents (an OIDC issuer serves them; API Gateway reads them).
+        if request.method() == hyper::Method::GET {
+            match request.uri().path() {
+                "/.well-known/openid-configuration" => return json_document(&self.issuer.discovery()),
+                "/.well-known/jwks.json" => return json_document(&json!(self.issuer.jwks())),
+                _ => {}
+            }
+        }
         let Some(function) = function_for(request.method().as_str(), request.uri().path()) else {
             return gateway_answer(StatusCode::NOT_FOUND, "Not Found");
         };
@@ -101,7 +112,7 @@ impl Door {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
             .map(str::trim);
-        let claims = match token.map(|t| crate::jwt::verify(&self.jwt_secret, t)) {
+        let claims = match token.map(|t| self.authorizer.verify(t)) {
             Some(Ok(claims)) => claims,
             _ => return gateway_answer(StatusCode::UNAUTHORIZED, "Unauthorized"),
         };
@@ -167,6 +178,12 @@ async fn read_body(mut body: Incoming, cap: u64) -> Result<Option<Bytes>, ()> {
         collected.extend_from_slice(&data);
     }
     Ok(if seen > cap { None } else { Some(collected.freeze()) })
+}
+
+fn json_document(value: &serde_json::Value) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(value.to_string())));
+    response.headers_mut().insert("content-type", hyper::header::HeaderValue::from_static("application/json"));
+    response
 }
 
 fn too_large(cap: u64) -> Response<Full<Bytes>> {

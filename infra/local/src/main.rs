@@ -20,6 +20,8 @@ fn main() -> Result<(), Error> {
 #[tokio::main]
 async fn serve() -> Result<(), Error> {
     sluice_web::init_tracing();
+    // The upload and parse functions refuse to start without PDFium; so does their host.
+    sluice_formats::pdf::ensure_available()?;
     let sdk = sluice_blob::sdk_config().await;
     let s3 = sluice_blob::s3_client(&sdk);
     let kms = aws_sdk_kms::Client::new(&sdk);
@@ -53,8 +55,10 @@ async fn serve() -> Result<(), Error> {
         "SLUICE_TEARDOWN_QUEUE_URL" => Some(teardown_queue_url.clone()),
         other => std::env::var(other).ok(),
     })?;
-    let database_url = std::env::var("DATABASE_URL").map_err(|_| "DATABASE_URL is missing")?;
-    let db = sluice_store::Db::connect(&database_url, 16).await?;
+    // The deploy's migrate step, then the functions' own login, as in AWS.
+    let migrated = sluice_store::Db::migrate_from_env(&sdk).await?;
+    tracing::info!(applied = ?migrated.applied, schema_version = migrated.schema_version, "migrated");
+    let db = sluice_store::Db::from_env(&sdk, 16).await?;
     let blob = sluice_blob::Blob::new(s3, bucket.clone(), key.clone());
     let extractor = sluice_isolate::Extractor::current_exe(config.parse_max_memory_bytes)?;
     let parse =
@@ -105,11 +109,13 @@ async fn serve() -> Result<(), Error> {
     });
     register_local_embeddings(&db).await?;
     let knowledge = sluice_knowledge::State::new(config.clone(), db.clone(), kms, sqs.clone());
+    let issuer = sluice_local::jwt::LocalIssuer::from_env()?;
     let door = sluice_local::door::Door {
         body_cap_bytes: config.request_body_cap_bytes(),
         knowledge,
         upload: sluice_upload::AppState::new(config, db, blob, extractor, sqs),
-        jwt_secret: sluice_local::jwt::local_secret(),
+        authorizer: issuer.authorizer(),
+        issuer,
     };
     let addr = std::env::var("SLUICE_API_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
     let listener = tokio::net::TcpListener::bind(&addr).await?;

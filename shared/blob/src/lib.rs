@@ -114,11 +114,6 @@ impl Blob {
         Self { s3, bucket: bucket.into(), kms_key_id: kms_key_id.into() }
     }
 
-    /// The bucket and key through the SDK's standard environment, as every function reaches S3.
-    pub async fn from_env(bucket: impl Into<String>, kms_key_id: impl Into<String>) -> Self {
-        Self::new(s3_client(&sdk_config().await), bucket, kms_key_id)
-    }
-
     pub fn bucket(&self) -> &str {
         &self.bucket
     }

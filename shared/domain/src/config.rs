@@ -14,6 +14,11 @@ pub struct Config {
     pub chat_max_upload_bytes: u64,
     /// `MAX_UPLOAD_SIZE_MB`: the ceiling for a knowledge-base document.
     pub max_upload_bytes: u64,
+    /// `SLUICE_INLINE_UPLOAD_MAX_MB`: the largest file a direct (inline) upload carries; a
+    /// larger one within its ceiling is told to take the presigned path. Unset, only the
+    /// ceilings apply. In AWS it is at most 4: Lambda takes 6 MB of request, and API Gateway
+    /// base64-encodes a binary body.
+    pub inline_upload_max_bytes: Option<u64>,
     /// `CHAT_PARSED_TEXT_MAX_CHARS`: the budget the text readers spend.
     pub parsed_text_max_chars: usize,
     /// `FILE_IO_MAX_WORKERS`: how many parses and byte copies may run at once.
@@ -88,6 +93,10 @@ impl Config {
             kms_key_id: required("SLUICE_KMS_KEY_ID")?,
             chat_max_upload_bytes: number("CHAT_MAX_UPLOAD_SIZE_MB", 10)? * MIB,
             max_upload_bytes: number("MAX_UPLOAD_SIZE_MB", 50)? * MIB,
+            inline_upload_max_bytes: match lookup("SLUICE_INLINE_UPLOAD_MAX_MB").filter(|v| !v.is_empty()) {
+                None => None,
+                Some(_) => Some(number("SLUICE_INLINE_UPLOAD_MAX_MB", 0)?.max(1) * MIB),
+            },
             parsed_text_max_chars: number("CHAT_PARSED_TEXT_MAX_CHARS", DEFAULT_PARSED_TEXT_MAX_CHARS as u64)? as usize,
             file_io_max_workers: number("FILE_IO_MAX_WORKERS", 4)?.max(1) as usize,
             download_url_ttl_secs: number("SLUICE_DOWNLOAD_URL_TTL_SECS", 300)?,
@@ -117,6 +126,15 @@ impl Config {
             routes.push(("teardown".to_owned(), url.clone()));
         }
         routes
+    }
+
+    /// The most a direct upload may carry under `ceiling`, and whether the inline cap (not
+    /// the ceiling) is what sets it.
+    pub fn inline_limit(&self, ceiling: u64) -> (u64, bool) {
+        match self.inline_upload_max_bytes {
+            Some(inline) if inline < ceiling => (inline, true),
+            _ => (ceiling, false),
+        }
     }
 
     /// The cap on a whole request body: the larger ceiling plus the multipart framing.

@@ -26,6 +26,16 @@ fn pdfium() -> Result<&'static Pdfium, ReadError> {
     loaded.as_ref().map_err(|message| ReadError::Unreadable(message.clone()))
 }
 
+/// Loads PDFium now, or says why it cannot be: a function that reads PDFs calls this at
+/// start and refuses to serve without it, so a missing layer is the deployment's failure
+/// (loud, at init) rather than every PDF quietly stored as unreadable.
+pub fn ensure_available() -> Result<(), String> {
+    let path = std::env::var("PDFIUM_LIB_PATH").unwrap_or_else(|_| "libpdfium.so".to_owned());
+    pdfium().map(|_| ()).map_err(|_| {
+        format!("PDFium could not be loaded from {path}: this deployment cannot read PDFs (check its PDFium layer or PDFIUM_LIB_PATH)")
+    })
+}
+
 /// What a PDF read yielded beyond its text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PdfStats {

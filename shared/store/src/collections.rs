@@ -280,7 +280,7 @@ impl Db {
         if job.drop_table {
             // Gone already: an earlier run finished, and the name may be someone's again.
             if held == 1 && vector_width(&tx, &job.collection_name).await?.is_some() {
-                tx.batch_execute(&format!("DROP TABLE {table}")).await?;
+                tx.execute("SELECT sluice_drop_vector_table($1)", &[&job.collection_name]).await?;
             }
         } else if vector_width(&tx, &job.collection_name).await?.is_some() {
             tx.execute(

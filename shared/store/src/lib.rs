@@ -1,7 +1,9 @@
-//! PostgreSQL: the connection pool, migrations and the repositories of Sluice's rows.
+//! PostgreSQL: TLS connections with logins from Secrets Manager, the migrate step, and the
+//! repositories of Sluice's rows.
 
 mod chat_files;
 mod collections;
+mod connect;
 mod credentials;
 mod documents;
 mod knowledge;
@@ -12,17 +14,20 @@ mod vectors;
 
 pub use chat_files::{ChatFile, LandedFile, NewChatFile, NewUploadIntent};
 pub use collections::{CollectionCounts, NameDrop, TEARDOWN_TOPIC, TeardownJob, TeardownQueued};
+pub use connect::{
+    ADMIN_SECRET_VARIABLE, APP_SECRET_VARIABLE, DbTarget, Login, TrustRoots, client_config, connect_once, tls_connector,
+};
 pub use credentials::{EmbeddingEndpoint, SealedValue, SecretMeta};
 pub use documents::{
     Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, WriteOutcome,
 };
 pub use knowledge::{Claim, Claimant, GrantedBase, KnowledgeBase};
+pub use migrate::{MigrationReport, SCHEMA_VERSION};
 pub use removals::Reaped;
 pub use search::{Hit, ScopeBase, SearchFilters};
-pub use vectors::{VECTOR_TABLE_COMMENT, VectorTableError, vector_table_ddl};
+pub use vectors::{VECTOR_TABLE_COMMENT, VectorTableError};
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
+use deadpool_postgres::Pool;
 
 /// A database failure. Every variant is transient from a caller's point of view except a
 /// broken configuration, which no retry fixes.
@@ -34,6 +39,11 @@ pub enum StoreError {
     Pool(#[from] deadpool_postgres::PoolError),
     #[error("database error: {0}")]
     Query(#[from] tokio_postgres::Error),
+    #[error(
+        "the database schema is at migration {found} and this build needs {needed}: run the deploy's \
+         migrate step (`sluice migrate`, or the stack's Migrate resource) before these functions serve"
+    )]
+    SchemaBehind { found: i32, needed: i32 },
 }
 
 /// The pool every repository runs on.
@@ -49,47 +59,17 @@ impl std::fmt::Debug for Db {
 }
 
 impl Db {
-    /// Builds the pool without connecting: the first query connects. A Lambda serves one
-    /// request at a time, so a few connections are plenty and spare the database.
-    pub fn connect_lazy(url: &str, max_connections: usize) -> Result<Self, StoreError> {
-        let config: tokio_postgres::Config =
-            url.parse().map_err(|e: tokio_postgres::Error| StoreError::Config(e.to_string()))?;
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-        let pool = Pool::builder(manager)
-            .max_size(max_connections.max(1))
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(std::time::Duration::from_secs(10)))
-            .create_timeout(Some(std::time::Duration::from_secs(5)))
-            .build()
-            .map_err(|e| StoreError::Config(e.to_string()))?;
-        Ok(Self { pool })
-    }
-
-    /// Connects and brings the schema up to date (idempotent; safe from many processes).
-    pub async fn connect(url: &str, max_connections: usize) -> Result<Self, StoreError> {
-        let db = Self::connect_lazy(url, max_connections)?;
-        db.migrate().await?;
-        Ok(db)
-    }
-
-    /// Connects to `DATABASE_URL`, as every function is configured, and migrates.
-    pub async fn connect_from_env(max_connections: usize) -> Result<Self, StoreError> {
-        let url =
-            std::env::var("DATABASE_URL").map_err(|_| StoreError::Config("DATABASE_URL is missing".to_owned()))?;
-        Self::connect(&url, max_connections).await
-    }
-
-    /// Applies every migration not yet applied, under an advisory lock.
-    pub async fn migrate(&self) -> Result<(), StoreError> {
-        let mut client = self.pool.get().await?;
-        migrate::run(&mut client).await
-    }
-
     /// The installed pgvector version, proving the database is reachable.
     pub async fn pgvector_version(&self) -> Result<Option<String>, StoreError> {
         let client = self.pool.get().await?;
         let row = client.query_opt("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[]).await?;
         Ok(row.map(|r| r.get(0)))
+    }
+
+    /// The server process behind the connection the pool hands out next: which connection
+    /// served (operators and tests).
+    pub async fn backend_pid(&self) -> Result<i32, StoreError> {
+        Ok(self.client().await?.query_one("SELECT pg_backend_pid()", &[]).await?.get(0))
     }
 
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {

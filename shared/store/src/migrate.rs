@@ -1,6 +1,9 @@
-//! Forward-only migrations, embedded in the binary and applied at cold start.
+//! Forward-only migrations, embedded in the binary and applied by the deploy's migrate
+//! step (`sluice migrate`, or the `migrate` function behind the stack's custom resource) with
+//! the administrator's login — never in a function's cold start. The same step creates the
+//! application's login with the least privilege the functions need.
 
-use crate::StoreError;
+use crate::{Db, Login, StoreError};
 
 /// Every migration, in order. Never edit one that has shipped: add the next.
 const MIGRATIONS: &[(i32, &str, &str)] = &[
@@ -10,31 +13,136 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (4, "collections", include_str!("../migrations/0004_collections.sql")),
     (5, "attempts", include_str!("../migrations/0005_attempts.sql")),
     (6, "janitor", include_str!("../migrations/0006_janitor.sql")),
+    (7, "vector_table_functions", include_str!("../migrations/0007_vector_table_functions.sql")),
 ];
+
+/// The schema version this build's code is written against.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
 /// An arbitrary constant naming Sluice's migration lock.
 const MIGRATION_LOCK: i64 = 0x0005_11CE;
 
-pub(crate) async fn run(client: &mut deadpool_postgres::Object) -> Result<(), StoreError> {
-    let tx = client.transaction().await?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
-    tx.batch_execute(
-        "CREATE TABLE IF NOT EXISTS sluice_migrations (
-             version integer PRIMARY KEY,
-             name text NOT NULL,
-             applied_at timestamptz NOT NULL DEFAULT now())",
-    )
-    .await?;
-    let applied: Vec<i32> =
-        tx.query("SELECT version FROM sluice_migrations", &[]).await?.iter().map(|r| r.get(0)).collect();
-    for (version, name, sql) in MIGRATIONS {
-        if applied.contains(version) {
-            continue;
+/// What a migrate step did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MigrationReport {
+    /// The versions applied by this run (empty when the schema was current).
+    pub applied: Vec<i32>,
+    pub schema_version: i32,
+    /// The application login the step created or brought up to date.
+    pub app_login: String,
+}
+
+impl Db {
+    /// The deploy's migrate step, run with the administrator's login: applies every
+    /// migration not yet applied (under an advisory lock, so concurrent runs apply each
+    /// once), then creates or updates `app` as a login that reads and writes Sluice's rows
+    /// and nothing more: no DDL on the schema, no writes to the migrations' ledger; vector
+    /// tables only through the two owner's functions of migration 7. Idempotent.
+    pub async fn migrate_deploy(&self, app: &Login) -> Result<MigrationReport, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
+        let admin: String = tx.query_one("SELECT current_user::text", &[]).await?.get(0);
+        if admin == app.username {
+            return Err(StoreError::Config(format!(
+                "the application login {:?} is the administrator's: it must be a login of its own",
+                app.username
+            )));
         }
-        tracing::info!(version, name, "applying migration");
-        tx.batch_execute(sql).await?;
-        tx.execute("INSERT INTO sluice_migrations (version, name) VALUES ($1, $2)", &[version, name]).await?;
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS sluice_migrations (
+                 version integer PRIMARY KEY,
+                 name text NOT NULL,
+                 applied_at timestamptz NOT NULL DEFAULT now())",
+        )
+        .await?;
+        let done: Vec<i32> =
+            tx.query("SELECT version FROM sluice_migrations", &[]).await?.iter().map(|r| r.get(0)).collect();
+        let mut applied = Vec::new();
+        for (version, name, sql) in MIGRATIONS {
+            if done.contains(version) {
+                continue;
+            }
+            tracing::info!(version, name, "applying migration");
+            tx.batch_execute(sql).await?;
+            tx.execute("INSERT INTO sluice_migrations (version, name) VALUES ($1, $2)", &[version, name]).await?;
+            applied.push(*version);
+        }
+        grant_app_login(&tx, app).await?;
+        tx.commit().await?;
+        Ok(MigrationReport { applied, schema_version: SCHEMA_VERSION, app_login: app.username.clone() })
     }
-    tx.commit().await?;
+
+    /// The schema version the database is at (0 before the first migration).
+    pub async fn schema_version(&self) -> Result<i32, StoreError> {
+        let client = self.client().await?;
+        let exists: bool = client.query_one("SELECT to_regclass('sluice_migrations') IS NOT NULL", &[]).await?.get(0);
+        if !exists {
+            return Ok(0);
+        }
+        Ok(client.query_one("SELECT coalesce(max(version), 0) FROM sluice_migrations", &[]).await?.get(0))
+    }
+
+    /// Refuses a database whose schema is older than this build's code: the function would
+    /// fail on its first query of a missing column, so it refuses to start instead, saying
+    /// what to run. Connecting here also proves the TLS and the login at init.
+    pub async fn require_current_schema(&self) -> Result<(), StoreError> {
+        let found = self.schema_version().await?;
+        if found < SCHEMA_VERSION {
+            return Err(StoreError::SchemaBehind { found, needed: SCHEMA_VERSION });
+        }
+        Ok(())
+    }
+}
+
+/// Creates or updates the application login and its grants. The password is sent as a
+/// SCRAM verifier computed here, so no statement or log on the server ever holds it.
+async fn grant_app_login(tx: &deadpool_postgres::Transaction<'_>, app: &Login) -> Result<(), StoreError> {
+    let verifier = postgres_protocol::password::scram_sha_256(app.password.as_bytes());
+    let exists = tx.query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&app.username]).await?.is_some();
+    let verb = if exists { "ALTER" } else { "CREATE" };
+    // Identifiers and literals quoted by the server itself.
+    let role: String = tx
+        .query_one(
+            &format!(
+                "SELECT format('{verb} ROLE %I WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION \
+                 NOBYPASSRLS PASSWORD %L', $1::text, $2::text)"
+            ),
+            &[&app.username, &verifier],
+        )
+        .await?
+        .get(0);
+    tx.batch_execute(&role).await?;
+    let grants: String = tx
+        .query_one(
+            "SELECT format('GRANT CONNECT ON DATABASE %1$I TO %2$I;
+                 REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+                 REVOKE ALL ON SCHEMA public FROM %2$I;
+                 GRANT USAGE ON SCHEMA public TO %2$I;
+                 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO %2$I;
+                 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON sluice_migrations FROM %2$I;
+                 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO %2$I;
+                 ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %2$I;
+                 GRANT EXECUTE ON FUNCTION sluice_create_vector_table(text, integer) TO %2$I;
+                 GRANT EXECUTE ON FUNCTION sluice_drop_vector_table(text) TO %2$I;',
+                 current_database(), $1::text)",
+            &[&app.username],
+        )
+        .await?
+        .get(0);
+    tx.batch_execute(&grants).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_consecutive_from_one() {
+        for (index, (version, _, _)) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(*version, index as i32 + 1);
+        }
+        assert_eq!(SCHEMA_VERSION, MIGRATIONS.len() as i32);
+    }
 }

@@ -9,54 +9,13 @@ use sluice_domain::collection::{self, vector_table};
 pub const VECTOR_TABLE_COMMENT: &str = "sluice:vector-table";
 
 /// pgvector's HNSW index takes `vector` up to 2,000 dimensions; wider models are indexed
-/// as `halfvec` (up to 4,000), the same cosine order at half the bytes.
-pub const HNSW_MAX_VECTOR_DIM: i32 = 2000;
+/// as `halfvec` (up to 4,000), the same cosine order at half the bytes (the choice is made
+/// in `sluice_create_vector_table`).
 pub const HNSW_MAX_HALFVEC_DIM: i32 = 4000;
 
 /// The advisory-lock key every writer of a collection name takes: claims, table creation,
 /// teardowns and chunk writes serialise on it.
 pub(crate) const NAME_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(hashtext('sluice:collection:' || $1))";
-
-/// The DDL of a vector table, its HNSW index, its lookup indexes and the B-tree indexes on
-/// the filter dimensions (which let a selective filter be searched exactly and fast). Index names stay
-/// within Postgres's 63 bytes for a 45-character name (`rag_<name>_embedding_idx`).
-pub fn vector_table_ddl(name: &str, dim: i32) -> String {
-    let table = vector_table(name);
-    let hnsw = if dim <= HNSW_MAX_VECTOR_DIM {
-        "embedding vector_cosine_ops".to_owned()
-    } else {
-        format!("(embedding::halfvec({dim})) halfvec_cosine_ops")
-    };
-    format!(
-        "CREATE TABLE {table} (
-             id                  uuid PRIMARY KEY,
-             kb_id               uuid,
-             org_id              uuid,
-             document_id         uuid NOT NULL,
-             chunk_index         integer NOT NULL,
-             content             text NOT NULL,
-             metadata            jsonb NOT NULL DEFAULT '{{}}',
-             source              text,
-             document_type       text,
-             organizational_unit text,
-             document_date       date,
-             source_path         text,
-             filename            text,
-             content_hash        text,
-             embedding           vector({dim}) NOT NULL);
-         CREATE INDEX {table}_embedding_idx ON {table} USING hnsw ({hnsw});
-         CREATE INDEX {table}_kb_idx ON {table} (kb_id);
-         CREATE INDEX {table}_doc_idx ON {table} (document_id);
-         CREATE INDEX {table}_path_idx ON {table} USING hash (source_path);
-         CREATE INDEX {table}_file_idx ON {table} USING hash (filename);
-         CREATE INDEX {table}_hash_idx ON {table} USING hash (content_hash);
-         CREATE INDEX {table}_source_idx ON {table} (source);
-         CREATE INDEX {table}_type_idx ON {table} (document_type);
-         CREATE INDEX {table}_unit_idx ON {table} (organizational_unit);
-         CREATE INDEX {table}_date_idx ON {table} (document_date);
-         COMMENT ON TABLE {table} IS '{VECTOR_TABLE_COMMENT}';"
-    )
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum VectorTableError {
@@ -142,7 +101,12 @@ async fn create_unless_present(
     match vector_width(tx, name).await? {
         Some(existing) if existing == dim => Ok(()),
         Some(existing) => Err(VectorTableError::Width { existing, wanted: dim }),
-        None => Ok(tx.batch_execute(&vector_table_ddl(name, dim)).await?),
+        // The table's shape lives in the owner's function (migration 7): the application's
+        // login may create nothing else.
+        None => {
+            tx.execute("SELECT sluice_create_vector_table($1, $2)", &[&name, &dim]).await?;
+            Ok(())
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 //! Then one 200-page PDF end to end, split into its stages: parse (in process, PDFium),
 //! chunk (defaults), embed (the local service, 64 chunks a request) and write.
 //!
-//! `bench-chunk-writes [--rows N] [--psql PATH]`; reads `DATABASE_URL`, `PDFIUM_LIB_PATH`
+//! `bench-chunk-writes [--rows N] [--psql PATH]`; reads the stack's environment, `PDFIUM_LIB_PATH`
 //! and `SLUICE_LOCAL_EMBEDDINGS_URL`.
 
 use sluice_e2e::vectors::{Rng, literal};
@@ -77,10 +77,15 @@ async fn main() {
     let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
     let n: usize = flag("--rows").and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let psql = flag("--psql").unwrap_or_else(|| "psql".to_owned());
-    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
-    let db = Db::connect(&url, 4).await.expect("db");
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
-    tokio::spawn(connection);
+    let stack = sluice_e2e::Stack::from_env().await;
+    let db = stack.store(4).await;
+    let client = stack.db().await;
+    // psql (built without TLS here) reaches PostgreSQL through its local socket.
+    let url = format!(
+        "host={} port={} dbname=sluice user=sluice",
+        std::env::var("SLUICE_PG_SOCKET_DIR").expect("SLUICE_PG_SOCKET_DIR"),
+        std::env::var("SLUICE_PG_SOCKET_PORT").expect("SLUICE_PG_SOCKET_PORT")
+    );
     let data = rows(n);
 
     // The ingest writer.

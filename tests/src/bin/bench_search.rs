@@ -3,10 +3,10 @@
 //! (`Db::search_chunks`, the path `POST /rag/search` takes after embedding the query).
 //! Baseline: the same queries as exact scans (index off), which also give recall@10.
 //!
-//! `bench-search [--rows N] [--queries Q] [--keep]`; reads `DATABASE_URL`.
+//! `bench-search [--rows N] [--queries Q] [--keep]`; reads the stack's environment.
 
 use sluice_e2e::vectors::{Rng, normalised};
-use sluice_store::{Db, ScopeBase, SearchFilters};
+use sluice_store::{ScopeBase, SearchFilters};
 use std::time::Instant;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::Type;
@@ -31,10 +31,9 @@ async fn main() {
     let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
     let n: usize = flag("--rows").and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let queries: usize = flag("--queries").and_then(|v| v.parse().ok()).unwrap_or(200);
-    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
-    let db = Db::connect(&url, 2).await.expect("db");
-    let (mut client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
-    tokio::spawn(connection);
+    let stack = sluice_e2e::Stack::from_env().await;
+    let db = stack.store(2).await;
+    let mut client = stack.db().await;
 
     let name = format!("bench_search_{}", &Uuid::new_v4().simple().to_string()[..8]);
     let kb = Uuid::new_v4();

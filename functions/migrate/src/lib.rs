@@ -1,0 +1,82 @@
+//! The deploy's migrate step as a CloudFormation custom resource. On `Create` and `Update`
+//! (every deploy changes the function's version, a property of the resource, so every
+//! deploy runs it) the migrations are applied with the administrator's login and the
+//! application login is created or brought up to date; `Delete` keeps the data. The answer
+//! goes to CloudFormation's presigned URL; a failure is `FAILED` with a reason that names
+//! the step, never a silent timeout.
+
+use aws_lambda_events::event::cloudformation::{
+    CloudFormationCustomResourceRequest, CloudFormationCustomResourceResponse as Response,
+    CloudFormationCustomResourceResponseStatus as Status,
+};
+
+pub type Request = CloudFormationCustomResourceRequest;
+
+/// The one physical id: the schema is one resource whatever its version.
+pub const PHYSICAL_ID: &str = "sluice-schema";
+
+/// Runs the step for `request`; the URL to answer at and the answer.
+pub async fn handle(sdk: &aws_config::SdkConfig, request: Request) -> (String, Response) {
+    let mut response = Response::default();
+    response.physical_resource_id = PHYSICAL_ID.to_owned();
+    let (url, migrate) = match request {
+        CloudFormationCustomResourceRequest::Create(r) => {
+            (response.stack_id, response.request_id, response.logical_resource_id) =
+                (r.stack_id, r.request_id, r.logical_resource_id);
+            (r.response_url, true)
+        }
+        CloudFormationCustomResourceRequest::Update(r) => {
+            (response.stack_id, response.request_id, response.logical_resource_id) =
+                (r.stack_id, r.request_id, r.logical_resource_id);
+            (r.response_url, true)
+        }
+        CloudFormationCustomResourceRequest::Delete(r) => {
+            (response.stack_id, response.request_id, response.logical_resource_id) =
+                (r.stack_id, r.request_id, r.logical_resource_id);
+            (r.response_url, false)
+        }
+        _ => {
+            response.status = Status::Failed;
+            response.reason = Some("migrate: unknown request type".to_owned());
+            return (String::new(), response);
+        }
+    };
+    if !migrate {
+        response.status = Status::Success;
+        response.reason = Some("the database and its data are kept".to_owned());
+        return (url, response);
+    }
+    match sluice_store::Db::migrate_from_env(sdk).await {
+        Ok(report) => {
+            tracing::info!(applied = ?report.applied, schema_version = report.schema_version, "migrated");
+            response.status = Status::Success;
+            response.data.insert("SchemaVersion".to_owned(), report.schema_version.to_string());
+            response.data.insert("AppLogin".to_owned(), report.app_login);
+        }
+        Err(error) => {
+            tracing::error!(%error, "migration failed");
+            response.status = Status::Failed;
+            response.reason = Some(format!("migrate: {error}"));
+        }
+    }
+    (url, response)
+}
+
+/// PUTs the answer to CloudFormation's presigned URL (with no content type, which the
+/// signature does not cover).
+pub async fn respond(url: &str, response: &Response) -> Result<(), String> {
+    let body = serde_json::to_vec(response).map_err(|e| e.to_string())?;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder().build().map_err(|e| e.to_string())?;
+    let answer = client
+        .put(url)
+        .header("content-type", "")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| format!("the answer to CloudFormation could not be sent: {e}"))?;
+    if !answer.status().is_success() {
+        return Err(format!("CloudFormation's URL refused the answer: {}", answer.status()));
+    }
+    Ok(())
+}

@@ -1,0 +1,17 @@
+//! The migrate Lambda: wires CloudFormation's custom-resource events to `sluice_migrate`.
+
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+use sluice_migrate::Request;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    sluice_web::init_tracing();
+    let sdk = sluice_blob::sdk_config().await;
+    let sdk = &sdk;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Request>| async move {
+        let (url, response) = sluice_migrate::handle(sdk, event.payload).await;
+        // CloudFormation waits for this answer; a lost one fails the stack after its timeout.
+        sluice_migrate::respond(&url, &response).await.map_err(Error::from)
+    }))
+    .await
+}

@@ -1,0 +1,34 @@
+//! `sluice doctor` against the running local stack (`infra/local/test` starts it): every
+//! part the functions need at start, checked the way they reach it.
+
+use std::process::Command;
+
+fn doctor(env: &[(&str, &str)]) -> (bool, String) {
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_sluice")).arg("doctor").envs(env.iter().copied()).output().expect("run");
+    (output.status.success(), String::from_utf8(output.stdout).expect("utf-8"))
+}
+
+#[test]
+fn a_healthy_stack_reads_healthy() {
+    assert!(std::env::var("SLUICE_DB_HOST").is_ok(), "run with `infra/local/test`: it starts the stack");
+    let (ok, report) = doctor(&[]);
+    assert!(ok, "{report}");
+    assert!(report.contains("pdfium: loaded"), "{report}");
+    assert!(report.contains("database reachable: yes (TLS"), "{report}");
+}
+
+#[test]
+fn a_missing_pdfium_is_the_deployments_failure() {
+    let (ok, report) = doctor(&[("PDFIUM_LIB_PATH", "/nonexistent/libpdfium.so")]);
+    assert!(!ok, "{report}");
+    assert!(report.contains("pdfium: PDFium could not be loaded from /nonexistent/libpdfium.so"), "{report}");
+}
+
+#[test]
+fn a_database_behind_an_unknown_authority_is_unreachable() {
+    // Certificates from the public roots: the stack's own authority is not among them.
+    let (ok, report) = doctor(&[("SLUICE_DB_CA_FILE", "")]);
+    assert!(!ok, "{report}");
+    assert!(report.contains("database reachable: no"), "{report}");
+}

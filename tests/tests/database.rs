@@ -1,0 +1,243 @@
+//! The database as the functions reach it: TLS required and verified, logins from Secrets
+//! Manager, the deploy's migrate step (idempotent, least privilege) and a function's refusal
+//! of a schema older than its code.
+
+use sluice_e2e::Stack;
+use sluice_store::{Db, DbTarget, Login, SCHEMA_VERSION, StoreError, TrustRoots};
+use uuid::Uuid;
+
+/// Every message of an error's source chain, so a test can say which layer refused.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[tokio::test]
+async fn a_plain_text_connection_is_refused() {
+    let stack = Stack::from_env().await;
+    let mut config = sluice_store::client_config(&stack.db_target, &stack.app_login);
+    config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+    let Err(refused) = config.connect(tokio_postgres::NoTls).await else {
+        panic!("plain text must be refused");
+    };
+    let text = chain(&refused);
+    assert!(text.contains("SSL required") || text.contains("TLS"), "{text}");
+}
+
+#[tokio::test]
+async fn a_certificate_from_another_authority_is_refused() {
+    let stack = Stack::from_env().await;
+    // An authority of our own making, which never signed the server's certificate.
+    let dir = std::env::temp_dir().join(format!("sluice-other-ca-{}", Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-new", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"])
+        .args(["-days", "1", "-subj", "/CN=Not the stack's CA", "-addext", "basicConstraints=critical,CA:TRUE"])
+        .arg("-keyout")
+        .arg(dir.join("other.key"))
+        .arg("-out")
+        .arg(dir.join("other.pem"))
+        .output()
+        .expect("openssl");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+
+    for roots in [TrustRoots::Bundle(dir.join("other.pem")), TrustRoots::Public] {
+        let target = DbTarget { roots: roots.clone(), ..stack.db_target.clone() };
+        let refused = sluice_store::connect_once(&target, &stack.app_login).await.expect_err("unknown issuer");
+        let text = chain(&refused);
+        assert!(text.contains("certificate"), "{roots:?}: {text}");
+    }
+    // The stack's own authority is accepted, by name (the certificate names localhost too).
+    let by_name = DbTarget { host: "localhost".to_owned(), ..stack.db_target.clone() };
+    let client = sluice_store::connect_once(&by_name, &stack.app_login).await.expect("the stack's CA");
+    let one: i32 = client.query_one("SELECT 1", &[]).await.expect("query").get(0);
+    assert_eq!(one, 1);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_refused() {
+    let stack = Stack::from_env().await;
+    let wrong = Login { username: stack.app_login.username.clone(), password: "not-the-password".to_owned() };
+    let refused = sluice_store::connect_once(&stack.db_target, &wrong).await.expect_err("wrong password");
+    assert!(chain(&refused).contains("authentication failed"), "{}", chain(&refused));
+}
+
+#[tokio::test]
+async fn a_connection_that_died_in_the_pool_is_replaced_before_use() {
+    let stack = Stack::from_env().await;
+    let db = stack.store(1).await;
+    let first = db.backend_pid().await.expect("pid");
+    let admin = stack.db().await;
+    let ended: bool = admin.query_one("SELECT pg_terminate_backend($1)", &[&first]).await.expect("terminate").get(0);
+    assert!(ended);
+    // The pooled connection is dead; the next use must get a live one, not an error.
+    let mut second = None;
+    for _ in 0..50 {
+        let pid = db.backend_pid().await.expect("a live connection after the old one died");
+        if pid != first {
+            second = Some(pid);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(second.is_some(), "the dead connection was handed out again");
+}
+
+/// A database of its own on the stack's server, migrated by the deploy step.
+async fn fresh_database(stack: &Stack) -> DbTarget {
+    let name = format!("migrate_{}", &Uuid::new_v4().simple().to_string()[..12]);
+    stack.db().await.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create database");
+    DbTarget { dbname: name, ..stack.db_target.clone() }
+}
+
+#[tokio::test]
+async fn the_migrate_step_is_idempotent_and_leaves_the_app_login_least_privileged() {
+    let stack = Stack::from_env().await;
+    let target = fresh_database(&stack).await;
+    let admin = Db::open(&target, &stack.admin_login, 1).expect("pool");
+
+    let app = Db::open(&target, &stack.app_login, 1).expect("pool");
+    match app.require_current_schema().await {
+        Err(StoreError::SchemaBehind { found: 0, needed }) => assert_eq!(needed, SCHEMA_VERSION),
+        other => panic!("an unmigrated database must be refused, got {other:?}"),
+    }
+
+    let first = admin.migrate_deploy(&stack.app_login).await.expect("first run");
+    assert_eq!(first.applied, (1..=SCHEMA_VERSION).collect::<Vec<_>>());
+    let second = admin.migrate_deploy(&stack.app_login).await.expect("second run");
+    assert!(second.applied.is_empty(), "{second:?}");
+    assert_eq!(second.schema_version, SCHEMA_VERSION);
+    app.require_current_schema().await.expect("current after the step");
+
+    // The application login: rows yes, schema no.
+    let client = sluice_store::connect_once(&target, &stack.app_login).await.expect("app login");
+    let code = |e: tokio_postgres::Error| e.code().map(|c| c.code().to_owned()).unwrap_or_default();
+    let insufficient = "42501";
+    client
+        .execute("INSERT INTO sweep_cursors (prefix, start_after) VALUES ('x/', 'x/a')", &[])
+        .await
+        .expect("the app writes rows");
+    for statement in [
+        "DROP TABLE chat_files",
+        "ALTER TABLE chat_files ADD COLUMN sneaky text",
+        "CREATE TABLE rag_sneaky (id int)",
+        "TRUNCATE chat_files",
+        "INSERT INTO sluice_migrations (version, name) VALUES (999, 'forged')",
+        "DELETE FROM sluice_migrations",
+        "CREATE SCHEMA sneaky",
+    ] {
+        let refused = client.batch_execute(statement).await.expect_err(statement);
+        assert_eq!(code(refused), insufficient, "{statement}");
+    }
+    // Vector tables only through the owner's functions, and only tables marked as such.
+    client.execute("SELECT sluice_create_vector_table('probe', 3)", &[]).await.expect("create");
+    let refused = client.batch_execute("DROP TABLE rag_probe").await.expect_err("not the owner");
+    assert_eq!(code(refused), insufficient);
+    client
+        .execute("INSERT INTO rag_probe (id, document_id, chunk_index, content, embedding) VALUES ($1, $1, 0, 'x', '[1,2,3]')", &[&Uuid::new_v4()])
+        .await
+        .expect("the app writes chunks");
+    client.execute("SELECT sluice_drop_vector_table('probe')", &[]).await.expect("drop");
+    let refused = client.execute("SELECT sluice_drop_vector_table('x; DROP TABLE chat_files')", &[]).await;
+    assert!(refused.is_err(), "a name that is not one is refused");
+    admin_client(&stack, &target).await.batch_execute("CREATE TABLE rag_plain (id int)").await.expect("plain table");
+    let refused = client.execute("SELECT sluice_drop_vector_table('plain')", &[]).await;
+    assert!(refused.is_err(), "an unmarked table is not dropped");
+
+    // A schema older than the code: every function refuses to start, saying what to run.
+    admin_client(&stack, &target)
+        .await
+        .execute("DELETE FROM sluice_migrations WHERE version = $1", &[&SCHEMA_VERSION])
+        .await
+        .expect("roll the ledger back");
+    let refused = Db::open(&target, &stack.app_login, 1).expect("pool").require_current_schema().await;
+    match refused {
+        Err(error @ StoreError::SchemaBehind { .. }) => {
+            assert!(error.to_string().contains("sluice migrate"), "{error}");
+        }
+        other => panic!("an older schema must be refused, got {other:?}"),
+    }
+    drop(client);
+    drop(app);
+    drop(admin);
+}
+
+async fn admin_client(stack: &Stack, target: &DbTarget) -> tokio_postgres::Client {
+    sluice_store::connect_once(target, &stack.admin_login).await.expect("admin")
+}
+
+/// A custom-resource event as CloudFormation sends it, answered at `url`.
+fn custom_resource_event(kind: &str, url: &str) -> sluice_migrate::Request {
+    serde_json::from_value(serde_json::json!({
+        "RequestType": kind,
+        "ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:migrate",
+        "ResponseURL": url,
+        "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/sluice/1",
+        "RequestId": Uuid::new_v4().to_string(),
+        "ResourceType": "Custom::SchemaMigration",
+        "LogicalResourceId": "SchemaMigration",
+        "PhysicalResourceId": sluice_migrate::PHYSICAL_ID,
+        "ResourceProperties": {"ServiceToken": "arn", "FunctionVersion": "7"},
+        "OldResourceProperties": {"ServiceToken": "arn", "FunctionVersion": "6"}
+    }))
+    .expect("a custom-resource event")
+}
+
+#[tokio::test]
+async fn the_migrate_function_answers_cloudformation() {
+    use aws_lambda_events::event::cloudformation::CloudFormationCustomResourceResponseStatus as Status;
+    let stack = Stack::from_env().await;
+    // A listener standing in for CloudFormation's presigned response URL.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listener");
+    let url = format!("http://{}/response?signed=1", listener.local_addr().expect("addr"));
+    let received = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut socket, _) = listener.accept().await.expect("accept");
+        let mut request = Vec::new();
+        let mut buffer = [0u8; 4096];
+        loop {
+            let n = socket.read(&mut buffer).await.expect("read");
+            request.extend_from_slice(&buffer[..n]);
+            let text = String::from_utf8_lossy(&request);
+            if let Some(split) = text.find("\r\n\r\n") {
+                let length = text[..split]
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned()))
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0);
+                if request.len() >= split + 4 + length || n == 0 {
+                    socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await.expect("answer");
+                    return String::from_utf8_lossy(&request).into_owned();
+                }
+            }
+        }
+    });
+
+    for kind in ["Create", "Update"] {
+        let (answer_url, response) = sluice_migrate::handle(&stack.sdk, custom_resource_event(kind, &url)).await;
+        assert_eq!(answer_url, url);
+        assert_eq!(response.status, Status::Success, "{kind}: {:?}", response.reason);
+        assert_eq!(response.physical_resource_id, sluice_migrate::PHYSICAL_ID);
+        assert_eq!(response.data.get("SchemaVersion"), Some(&SCHEMA_VERSION.to_string()));
+        assert_eq!(response.data.get("AppLogin"), Some(&stack.app_login.username));
+    }
+    let (_, deleted) = sluice_migrate::handle(&stack.sdk, custom_resource_event("Delete", &url)).await;
+    assert_eq!(deleted.status, Status::Success);
+    assert!(deleted.data.is_empty(), "a delete migrates nothing");
+
+    sluice_migrate::respond(&url, &deleted).await.expect("answered");
+    let request = received.await.expect("the answer arrived");
+    assert!(request.starts_with("PUT /response?signed=1 "), "{request}");
+    let body = &request[request.find("\r\n\r\n").expect("body") + 4..];
+    let body: serde_json::Value = serde_json::from_str(body).expect("JSON answer");
+    assert_eq!(body["Status"], "SUCCESS");
+    assert_eq!(body["PhysicalResourceId"], sluice_migrate::PHYSICAL_ID);
+    assert_eq!(body["LogicalResourceId"], "SchemaMigration");
+}
