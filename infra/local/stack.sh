@@ -154,6 +154,7 @@ export SLUICE_RUN_DIR=$run
 export SLUICE_LOCAL_EMBEDDINGS_URL=http://127.0.0.1:$EMBED_PORT/v1
 export SLUICE_EMBEDDER_ADDR=127.0.0.1:$EMBED_PORT
 export SLUICE_EMBEDDER_MODEL_DIR=$LOCAL/minilm
+export SLUICE_MODEL_DIR=$LOCAL/minilm
 export SLUICE_ALLOW_LOOPBACK_ENDPOINTS=true
 ENV
   # The test stack redelivers failed messages after 5 s instead of minutes.

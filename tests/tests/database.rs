@@ -221,14 +221,14 @@ async fn the_migrate_function_answers_cloudformation() {
     });
 
     for kind in ["Create", "Update"] {
-        let (answer_url, response) = sluice_migrate::handle(&stack.sdk, custom_resource_event(kind, &url)).await;
+        let (answer_url, response) = sluice_migrate::handle(&stack.sdk, custom_resource_event(kind, &url), None).await;
         assert_eq!(answer_url, url);
         assert_eq!(response.status, Status::Success, "{kind}: {:?}", response.reason);
         assert_eq!(response.physical_resource_id, sluice_migrate::PHYSICAL_ID);
         assert_eq!(response.data.get("SchemaVersion"), Some(&SCHEMA_VERSION.to_string()));
         assert_eq!(response.data.get("AppLogin"), Some(&stack.app_login.username));
     }
-    let (_, deleted) = sluice_migrate::handle(&stack.sdk, custom_resource_event("Delete", &url)).await;
+    let (_, deleted) = sluice_migrate::handle(&stack.sdk, custom_resource_event("Delete", &url), None).await;
     assert_eq!(deleted.status, Status::Success);
     assert!(deleted.data.is_empty(), "a delete migrates nothing");
 

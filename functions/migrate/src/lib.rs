@@ -3,7 +3,9 @@
 //! deploy runs it) the migrations are applied with the administrator's login and the
 //! application login is created or brought up to date; `Delete` keeps the data. The answer
 //! goes to CloudFormation's presigned URL; a failure is `FAILED` with a reason that names
-//! the step, never a silent timeout.
+//! the step, never a silent timeout. With `SLUICE_DEPLOYMENT_EMBEDDINGS_URL` set (the
+//! template sets the in-process model's `model://all-minilm-l6-v2`), the step also registers
+//! it as the deployment-wide keyless `local` service, so an `app` base can embed.
 
 use aws_lambda_events::event::cloudformation::{
     CloudFormationCustomResourceRequest, CloudFormationCustomResourceResponse as Response,
@@ -16,7 +18,11 @@ pub type Request = CloudFormationCustomResourceRequest;
 pub const PHYSICAL_ID: &str = "sluice-schema";
 
 /// Runs the step for `request`; the URL to answer at and the answer.
-pub async fn handle(sdk: &aws_config::SdkConfig, request: Request) -> (String, Response) {
+pub async fn handle(
+    sdk: &aws_config::SdkConfig,
+    request: Request,
+    deployment_embeddings: Option<&str>,
+) -> (String, Response) {
     let mut response = Response::default();
     response.physical_resource_id = PHYSICAL_ID.to_owned();
     let (url, migrate) = match request {
@@ -46,7 +52,14 @@ pub async fn handle(sdk: &aws_config::SdkConfig, request: Request) -> (String, R
         response.reason = Some("the database and its data are kept".to_owned());
         return (url, response);
     }
-    match sluice_store::Db::migrate_from_env(sdk).await {
+    let migrated = match sluice_store::Db::migrate_from_env(sdk).await {
+        Ok(report) => match deployment_embeddings {
+            Some(url) => register(sdk, url).await.map(|()| report),
+            None => Ok(report),
+        },
+        Err(error) => Err(error),
+    };
+    match migrated {
         Ok(report) => {
             tracing::info!(applied = ?report.applied, schema_version = report.schema_version, "migrated");
             response.status = Status::Success;
@@ -60,6 +73,11 @@ pub async fn handle(sdk: &aws_config::SdkConfig, request: Request) -> (String, R
         }
     }
     (url, response)
+}
+
+/// Registers the deployment-wide keyless service, as the functions' own login would.
+async fn register(sdk: &aws_config::SdkConfig, url: &str) -> Result<(), sluice_store::StoreError> {
+    sluice_store::Db::from_env(sdk, 1).await?.register_local_embeddings(url).await
 }
 
 /// PUTs the answer to CloudFormation's presigned URL (with no content type, which the

@@ -8,8 +8,10 @@ async fn main() -> Result<(), Error> {
     sluice_web::init_tracing();
     let sdk = sluice_blob::sdk_config().await;
     let sdk = &sdk;
+    let embeddings = std::env::var("SLUICE_DEPLOYMENT_EMBEDDINGS_URL").ok().filter(|v| !v.is_empty());
+    let embeddings = embeddings.as_deref();
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Request>| async move {
-        let (url, response) = sluice_migrate::handle(sdk, event.payload).await;
+        let (url, response) = sluice_migrate::handle(sdk, event.payload, embeddings).await;
         // CloudFormation waits for this answer; a lost one fails the stack after its timeout.
         sluice_migrate::respond(&url, &response).await.map_err(Error::from)
     }))

@@ -3,7 +3,7 @@
 //! with a real sentence model through the same client a keyed provider uses. One batch runs
 //! at a time: candle already uses every core for one.
 
-pub mod model;
+pub use sluice_minilm as model;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};

@@ -130,16 +130,7 @@ async fn register_local_embeddings(db: &sluice_store::Db) -> Result<(), Error> {
     let Ok(base_url) = std::env::var("SLUICE_LOCAL_EMBEDDINGS_URL") else {
         return Ok(());
     };
-    let endpoint = sluice_store::EmbeddingEndpoint {
-        id: uuid::Uuid::new_v4(),
-        name: "local-embeddings".to_owned(),
-        provider: "local".to_owned(),
-        base_url,
-        org_id: None,
-        created_by: uuid::Uuid::nil(),
-        created_at: time::OffsetDateTime::now_utc(),
-    };
-    db.upsert_deployment_endpoint(&endpoint).await?;
-    tracing::info!(base_url = endpoint.base_url, "local embedding service registered");
+    db.register_local_embeddings(&base_url).await?;
+    tracing::info!(base_url, "local embedding service registered");
     Ok(())
 }

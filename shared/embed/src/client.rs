@@ -58,6 +58,9 @@ pub enum EmbedError {
     /// An answer that is not the vectors asked for (count or width).
     #[error("the provider answered malformed vectors")]
     Malformed,
+    /// The in-process model is not in this deployment (its layer or `SLUICE_MODEL_DIR`).
+    #[error("the deployment's embedding model cannot be loaded")]
+    ModelMissing,
 }
 
 impl EmbedError {
@@ -76,6 +79,7 @@ impl EmbedError {
             Self::ProviderFailing(_) => "ProviderFailing",
             Self::Unreachable => "ProviderUnreachable",
             Self::Malformed => "MalformedEmbeddings",
+            Self::ModelMissing => "ModelMissing",
         }
     }
 
@@ -97,6 +101,9 @@ impl EmbedError {
             }
             Self::Malformed => {
                 "the provider answered vectors that do not fit the collection; check its model and endpoint"
+            }
+            Self::ModelMissing => {
+                "this deployment's keyless embedding model is missing; ask its operator, then retry the document"
             }
         }
     }
@@ -126,6 +133,9 @@ pub async fn embed(
     texts: &[String],
     policy: RetryPolicy,
 ) -> Result<Vec<Vec<f32>>, EmbedError> {
+    if let Some(model) = target.base_url.strip_prefix(crate::in_process::SCHEME) {
+        return crate::in_process::embed(model, target, texts).await;
+    }
     let url = format!("{}/embeddings", target.base_url.trim_end_matches('/'));
     let body = serde_json::json!({"model": target.model, "input": texts});
     let mut delay = policy.first_delay;

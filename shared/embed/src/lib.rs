@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod credentials;
+pub mod in_process;
 
 use std::sync::OnceLock;
 use std::time::Duration;

@@ -189,6 +189,21 @@ impl Db {
         Ok(())
     }
 
+    /// Registers the deployment's keyless `local` embedding service at `base_url` (the local
+    /// stack's HTTP service at start; the in-process model in AWS, at deploy time).
+    pub async fn register_local_embeddings(&self, base_url: &str) -> Result<(), StoreError> {
+        self.upsert_deployment_endpoint(&EmbeddingEndpoint {
+            id: Uuid::new_v4(),
+            name: "local-embeddings".to_owned(),
+            provider: "local".to_owned(),
+            base_url: base_url.to_owned(),
+            org_id: None,
+            created_by: Uuid::nil(),
+            created_at: time::OffsetDateTime::now_utc(),
+        })
+        .await
+    }
+
     pub async fn embedding_endpoint(&self, id: Uuid) -> Result<Option<EmbeddingEndpoint>, StoreError> {
         let client = self.client().await?;
         let row = client

@@ -1,0 +1,57 @@
+//! The keyless `local` provider inside the function itself: in AWS the functions have no
+//! route to a separate embedding service (private subnets, no NAT by default), so ingest and
+//! knowledge run all-MiniLM-L6-v2 in-process from the model layer. A deployment-wide endpoint
+//! whose base URL is `model://all-minilm-l6-v2` (the migrate step registers it) is served
+//! here; the model is read from `SLUICE_MODEL_DIR` once per process, on first use, so a
+//! cold start that embeds nothing does not pay for it.
+
+use crate::client::{EmbedError, Target};
+use sluice_minilm::{DIMENSIONS, Embedder, MODEL_ID};
+use std::sync::{Arc, OnceLock};
+
+/// The base-URL scheme of an in-process model.
+pub const SCHEME: &str = "model://";
+
+/// The base URL of the in-process all-MiniLM-L6-v2.
+pub fn base_url() -> String {
+    format!("{SCHEME}{MODEL_ID}")
+}
+
+static MODEL: OnceLock<Result<Arc<Embedder>, String>> = OnceLock::new();
+
+/// The process's model, loaded on first use from `SLUICE_MODEL_DIR`.
+fn model() -> Result<Arc<Embedder>, EmbedError> {
+    let loaded = MODEL.get_or_init(|| {
+        let dir = std::env::var("SLUICE_MODEL_DIR").unwrap_or_else(|_| "/opt/minilm".to_owned());
+        let started = std::time::Instant::now();
+        let loaded = Embedder::load(std::path::Path::new(&dir)).map(Arc::new).map_err(|e| e.to_string());
+        match &loaded {
+            Ok(_) => tracing::info!(dir, elapsed_ms = started.elapsed().as_millis() as u64, "embedding model loaded"),
+            Err(error) => tracing::error!(dir, error, "the embedding model cannot be loaded"),
+        }
+        loaded
+    });
+    loaded.clone().map_err(|_| EmbedError::ModelMissing)
+}
+
+/// Embeds `texts` with the in-process model named `model`, off the async threads.
+pub async fn embed(model_name: &str, target: &Target, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    // Only the one model this build carries, at its own width.
+    if model_name != MODEL_ID || !target.model.eq_ignore_ascii_case(MODEL_ID) {
+        return Err(EmbedError::ModelNotServed);
+    }
+    if target.dimensions != DIMENSIONS {
+        return Err(EmbedError::Malformed);
+    }
+    let texts = texts.to_vec();
+    let vectors = tokio::task::spawn_blocking(move || -> Result<Vec<Vec<f32>>, EmbedError> {
+        let embedder = model()?;
+        embedder.embed(&texts).map(|(vectors, _)| vectors).map_err(|error| {
+            tracing::error!(%error, "in-process embedding failed");
+            EmbedError::RequestRefused(500)
+        })
+    })
+    .await
+    .map_err(|_| EmbedError::RequestRefused(500))??;
+    Ok(vectors)
+}

@@ -1,0 +1,94 @@
+//! Cold start of each function binary: the time from starting the process until it asks a
+//! Lambda Runtime API for its first event — init included: the SDK's configuration, the
+//! database login from Secrets Manager, the TLS connection and the schema check, PDFium where
+//! the function reads PDFs. The Runtime API is ours (the one endpoint a starting function
+//! calls, `GET /2018-06-01/runtime/invocation/next`, held open until the process is stopped).
+//! **Baseline**: `curl` asking the same endpoint — a process that starts and makes that one
+//! request, and nothing else.
+//!
+//! `bench-cold-start [--runs N] BINARY...`; reads the local stack's environment.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
+
+/// Starts `program` with the Runtime API's address and waits until it asks for an event;
+/// the time that took.
+async fn time_to_first_poll(program: &[String]) -> Duration {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("listener");
+    let address = listener.local_addr().expect("address").to_string();
+    let (command, args) = program.split_first().expect("a program");
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.replace("{api}", &format!("http://{address}/2018-06-01/runtime/invocation/next")))
+        .collect();
+    let started = Instant::now();
+    let mut child = Command::new(command)
+        .args(&args)
+        .env("AWS_LAMBDA_RUNTIME_API", &address)
+        .env("AWS_LAMBDA_FUNCTION_NAME", "bench")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "1024")
+        .env("AWS_LAMBDA_LOG_GROUP_NAME", "bench")
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the function");
+    let waited = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut buffer = vec![0u8; 2048];
+            let n = socket.read(&mut buffer).await.unwrap_or(0);
+            if String::from_utf8_lossy(&buffer[..n]).starts_with("GET /2018-06-01/runtime/invocation/next") {
+                return (started.elapsed(), socket);
+            }
+        }
+    })
+    .await;
+    let _ = child.kill();
+    let output = child.wait_with_output().expect("stopped");
+    match waited {
+        Ok((elapsed, _socket)) => elapsed,
+        Err(_) => {
+            panic!("{command} never asked for an event; its stderr:\n{}", String::from_utf8_lossy(&output.stderr))
+        }
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0
+}
+
+#[tokio::main]
+async fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut runs = 20;
+    if let Some(i) = args.iter().position(|a| a == "--runs") {
+        runs = args.get(i + 1).and_then(|v| v.parse().ok()).expect("--runs N");
+        args.drain(i..=i + 1);
+    }
+    let mut programs: Vec<(String, Vec<String>)> = vec![(
+        "baseline: curl asks for an event".to_owned(),
+        vec!["curl".to_owned(), "-s".to_owned(), "{api}".to_owned()],
+    )];
+    for binary in &args {
+        let name = std::path::Path::new(binary).file_name().map(|n| n.to_string_lossy().into_owned());
+        programs.push((name.unwrap_or_else(|| binary.clone()), vec![binary.clone()]));
+    }
+    println!("| program | runs | p50 ms | max ms | ratio to baseline p50 |");
+    println!("|---|---|---|---|---|");
+    let mut baseline = None;
+    for (name, program) in &programs {
+        let mut times = Vec::new();
+        for _ in 0..runs {
+            times.push(time_to_first_poll(program).await);
+        }
+        times.sort();
+        let p50 = percentile(&times, 0.5);
+        let base = *baseline.get_or_insert(p50);
+        println!("| {name} | {runs} | {p50:.1} | {:.1} | {:.1} |", percentile(&times, 1.0), p50 / base);
+    }
+}
