@@ -134,6 +134,7 @@ export SLUICE_DB_PORT=$PG_PORT
 export SLUICE_DB_NAME=sluice
 export SLUICE_DB_CA_FILE=$run/tls/ca.pem
 export SLUICE_DB_SECRET_ID=sluice/$1/app
+export SLUICE_DB_VECTOR_SECRET_ID=sluice/$1/vectors
 export SLUICE_DB_ADMIN_SECRET_ID=sluice/$1/admin
 export SLUICE_PG_SOCKET_DIR=$(dirname "$(pg_home)")/sock-$1
 export SLUICE_PG_SOCKET_PORT=$PG_PORT
@@ -245,11 +246,11 @@ start_pgbouncer() {
   local bouncer; bouncer="$(dirname "$home")/pgbouncer-$profile"
   mkdir -p "$bouncer"
   make_tls "$run" "$bouncer"
-  local admin_password app_password
-  admin_password=$(openssl rand -hex 24); app_password=$(openssl rand -hex 24)
-  printf '%s' "$admin_password" >"$run/tls/admin.password"; printf '%s' "$app_password" >"$run/tls/app.password"
+  local login
+  for login in admin app vectors; do openssl rand -hex 24 | tr -d '\n' >"$run/tls/$login.password"; done
   chmod 600 "$run/tls/"*.password "$run/tls/ca.key"
-  printf '"sluice" "%s"\n"sluice_app" "%s"\n' "$admin_password" "$app_password" >"$bouncer/userlist.txt"
+  printf '"sluice" "%s"\n"sluice_app" "%s"\n"sluice_vectors" "%s"\n' "$(cat "$run/tls/admin.password")" \
+    "$(cat "$run/tls/app.password")" "$(cat "$run/tls/vectors.password")" >"$bouncer/userlist.txt"
   cat >"$bouncer/pgbouncer.ini" <<INI
 [databases]
 sluice = host=$sock port=$PG_PORT dbname=sluice
@@ -285,11 +286,12 @@ INI
 store_db_secrets() {
   local profile=$1 run="$LOCAL/run/$1"
   AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local "$VENV/bin/python" - "$AWS_PORT" "$profile" \
-    "$(cat "$run/tls/admin.password")" "$(cat "$run/tls/app.password")" <<'PY'
+    "$(cat "$run/tls/admin.password")" "$(cat "$run/tls/app.password")" "$(cat "$run/tls/vectors.password")" <<'PY'
 import json, sys, boto3
-port, profile, admin, app = sys.argv[1:5]
+port, profile, admin, app, vectors = sys.argv[1:6]
 client = boto3.client("secretsmanager", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1")
-for name, user, password in (("admin", "sluice", admin), ("app", "sluice_app", app)):
+for name, user, password in (("admin", "sluice", admin), ("app", "sluice_app", app),
+                             ("vectors", "sluice_vectors", vectors)):
     client.create_secret(Name=f"sluice/{profile}/{name}",
                          SecretString=json.dumps({"username": user, "password": password}))
 PY

@@ -21,6 +21,7 @@ pub struct Stack {
     pub db_target: sluice_store::DbTarget,
     /// The functions' least-privileged login and the administrator's, from Secrets Manager.
     pub app_login: sluice_store::Login,
+    pub vector_login: sluice_store::Login,
     pub admin_login: sluice_store::Login,
     pub sdk: aws_config::SdkConfig,
 }
@@ -48,6 +49,9 @@ impl Stack {
             app_login: sluice_store::Login::from_env_secret(&sdk, sluice_store::APP_SECRET_VARIABLE)
                 .await
                 .expect("the application login's secret"),
+            vector_login: sluice_store::Login::from_env_secret(&sdk, sluice_store::VECTOR_SECRET_VARIABLE)
+                .await
+                .expect("the vector login's secret"),
             admin_login: sluice_store::Login::from_env_secret(&sdk, sluice_store::ADMIN_SECRET_VARIABLE)
                 .await
                 .expect("the administrator's secret"),
@@ -55,9 +59,10 @@ impl Stack {
         }
     }
 
-    /// The store as the functions open it: TLS, the application login, the schema checked.
+    /// The store as ingest, knowledge and teardown open it: TLS, the vector login (rows and
+    /// vector tables), the schema checked.
     pub async fn store(&self, max_connections: usize) -> sluice_store::Db {
-        let db = sluice_store::Db::open(&self.db_target, &self.app_login, max_connections).expect("pool");
+        let db = sluice_store::Db::open(&self.db_target, &self.vector_login, max_connections).expect("pool");
         db.require_current_schema().await.expect("a migrated schema");
         db
     }

@@ -109,9 +109,9 @@ async fn the_migrate_step_is_idempotent_and_leaves_the_app_login_least_privilege
         other => panic!("an unmigrated database must be refused, got {other:?}"),
     }
 
-    let first = admin.migrate_deploy(&stack.app_login).await.expect("first run");
+    let first = admin.migrate_deploy(&stack.app_login, &stack.vector_login).await.expect("first run");
     assert_eq!(first.applied, (1..=SCHEMA_VERSION).collect::<Vec<_>>());
-    let second = admin.migrate_deploy(&stack.app_login).await.expect("second run");
+    let second = admin.migrate_deploy(&stack.app_login, &stack.vector_login).await.expect("second run");
     assert!(second.applied.is_empty(), "{second:?}");
     assert_eq!(second.schema_version, SCHEMA_VERSION);
     app.require_current_schema().await.expect("current after the step");
@@ -136,7 +136,17 @@ async fn the_migrate_step_is_idempotent_and_leaves_the_app_login_least_privilege
         let refused = client.batch_execute(statement).await.expect_err(statement);
         assert_eq!(code(refused), insufficient, "{statement}");
     }
-    // Vector tables only through the owner's functions, and only tables marked as such.
+    // Vector tables only through the owner's functions, only by the vector login (ingest,
+    // knowledge, teardown), and only tables marked as such.
+    for call in ["SELECT sluice_create_vector_table('probe', 3)", "SELECT sluice_drop_vector_table('probe')"] {
+        let refused = client.batch_execute(call).await.expect_err("the application login makes no tables");
+        assert_eq!(code(refused), insufficient, "{call}");
+    }
+    let client = sluice_store::connect_once(&target, &stack.vector_login).await.expect("vector login");
+    for statement in ["DROP TABLE chat_files", "CREATE TABLE rag_sneaky (id int)", "DELETE FROM sluice_migrations"] {
+        let refused = client.batch_execute(statement).await.expect_err(statement);
+        assert_eq!(code(refused), insufficient, "{statement}");
+    }
     client.execute("SELECT sluice_create_vector_table('probe', 3)", &[]).await.expect("create");
     let refused = client.batch_execute("DROP TABLE rag_probe").await.expect_err("not the owner");
     assert_eq!(code(refused), insufficient);
@@ -227,6 +237,7 @@ async fn the_migrate_function_answers_cloudformation() {
         assert_eq!(response.physical_resource_id, sluice_migrate::PHYSICAL_ID);
         assert_eq!(response.data.get("SchemaVersion"), Some(&SCHEMA_VERSION.to_string()));
         assert_eq!(response.data.get("AppLogin"), Some(&stack.app_login.username));
+        assert_eq!(response.data.get("VectorLogin"), Some(&stack.vector_login.username));
     }
     let (_, deleted) = sluice_migrate::handle(&stack.sdk, custom_resource_event("Delete", &url), None).await;
     assert_eq!(deleted.status, Status::Success);

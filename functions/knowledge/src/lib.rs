@@ -49,6 +49,7 @@ impl State {
 
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
+        sluice_embed::in_process::ensure_available()?;
         let sdk = sluice_blob::sdk_config().await;
         let (kms, sqs) = (aws_sdk_kms::Client::new(&sdk), aws_sdk_sqs::Client::new(&sdk));
         Ok(Self::new(config, Db::from_env(&sdk, 4).await?, kms, sqs))

@@ -65,6 +65,7 @@ pub async fn handle(
             response.status = Status::Success;
             response.data.insert("SchemaVersion".to_owned(), report.schema_version.to_string());
             response.data.insert("AppLogin".to_owned(), report.app_login);
+            response.data.insert("VectorLogin".to_owned(), report.vector_login);
         }
         Err(error) => {
             tracing::error!(%error, "migration failed");

@@ -339,6 +339,15 @@ async fn doctor() -> ExitCode {
             println!("pdfium: {error}");
         }
     }
+    if std::env::var("SLUICE_MODEL_DIR").is_ok() {
+        match sluice_embed::in_process::ensure_available() {
+            Ok(()) => println!("embedding model: present"),
+            Err(error) => {
+                healthy = false;
+                println!("embedding model: {error}");
+            }
+        }
+    }
     // The functions' own path: TLS, the login from Secrets Manager, the schema version.
     match sluice_store::Db::from_env(&sdk, 1).await {
         Ok(db) => match db.pgvector_version().await {

@@ -16,6 +16,7 @@ fn a_healthy_stack_reads_healthy() {
     assert!(ok, "{report}");
     assert!(report.contains("pdfium: loaded"), "{report}");
     assert!(report.contains("database reachable: yes (TLS"), "{report}");
+    assert!(report.contains("embedding model: present"), "{report}");
 }
 
 #[test]
@@ -23,6 +24,13 @@ fn a_missing_pdfium_is_the_deployments_failure() {
     let (ok, report) = doctor(&[("PDFIUM_LIB_PATH", "/nonexistent/libpdfium.so")]);
     assert!(!ok, "{report}");
     assert!(report.contains("pdfium: PDFium could not be loaded from /nonexistent/libpdfium.so"), "{report}");
+}
+
+#[test]
+fn a_missing_embedding_model_is_the_deployments_failure() {
+    let (ok, report) = doctor(&[("SLUICE_MODEL_DIR", "/nonexistent/minilm")]);
+    assert!(!ok, "{report}");
+    assert!(report.contains("embedding model: the embedding model is missing from /nonexistent/minilm"), "{report}");
 }
 
 #[test]

@@ -58,7 +58,10 @@ async fn serve() -> Result<(), Error> {
     // The deploy's migrate step, then the functions' own login, as in AWS.
     let migrated = sluice_store::Db::migrate_from_env(&sdk).await?;
     tracing::info!(applied = ?migrated.applied, schema_version = migrated.schema_version, "migrated");
+    // Each function with the login the template gives it: ingest, knowledge and teardown the
+    // vector login, the others the application login.
     let db = sluice_store::Db::from_env(&sdk, 16).await?;
+    let vector_db = sluice_store::Db::from_env_secret(&sdk, 16, sluice_store::VECTOR_SECRET_VARIABLE).await?;
     let blob = sluice_blob::Blob::new(s3, bucket.clone(), key.clone());
     let extractor = sluice_isolate::Extractor::current_exe(config.parse_max_memory_bytes)?;
     let parse =
@@ -73,7 +76,7 @@ async fn serve() -> Result<(), Error> {
         let parse = parse.clone();
         async move { sluice_parse::handle(&parse, event).await }
     }));
-    let ingest = Arc::new(sluice_ingest::State::new(config.clone(), db.clone(), blob.clone(), kms.clone()));
+    let ingest = Arc::new(sluice_ingest::State::new(config.clone(), vector_db.clone(), blob.clone(), kms.clone()));
     let ingest_source = sluice_local::pollers::Source {
         queue_arn: sluice_local::resources::queue_arn(&sqs, &ingest_queue_url).await?,
         queue_url: ingest_queue_url,
@@ -84,7 +87,7 @@ async fn serve() -> Result<(), Error> {
         let ingest = ingest.clone();
         async move { sluice_ingest::handle(&ingest, event).await }
     }));
-    let teardown = Arc::new(sluice_teardown::State::new(config.clone(), db.clone(), blob.clone()));
+    let teardown = Arc::new(sluice_teardown::State::new(config.clone(), vector_db.clone(), blob.clone()));
     let teardown_source = sluice_local::pollers::Source {
         queue_arn: sluice_local::resources::queue_arn(&sqs, &teardown_queue_url).await?,
         queue_url: teardown_queue_url,
@@ -108,7 +111,7 @@ async fn serve() -> Result<(), Error> {
         }
     });
     register_local_embeddings(&db).await?;
-    let knowledge = sluice_knowledge::State::new(config.clone(), db.clone(), kms, sqs.clone());
+    let knowledge = sluice_knowledge::State::new(config.clone(), vector_db, kms, sqs.clone());
     let issuer = sluice_local::jwt::LocalIssuer::from_env()?;
     let door = sluice_local::door::Door {
         body_cap_bytes: config.request_body_cap_bytes(),

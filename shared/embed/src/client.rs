@@ -66,7 +66,9 @@ pub enum EmbedError {
 impl EmbedError {
     /// Whether a later attempt may succeed: the message is worth redelivering.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::RateLimited | Self::ProviderFailing(_) | Self::Unreachable)
+        // A missing model is the deployment's failure, never the document's: redelivered,
+        // then dead-lettered (and alarmed), never recorded against the file.
+        matches!(self, Self::RateLimited | Self::ProviderFailing(_) | Self::Unreachable | Self::ModelMissing)
     }
 
     /// A short, stable name for the error's type, for the stored message.

@@ -17,6 +17,26 @@ pub fn base_url() -> String {
     format!("{SCHEME}{MODEL_ID}")
 }
 
+/// The model's files, checked at a function's start where this deployment carries the model
+/// (`SLUICE_MODEL_DIR` set): a missing layer stops the function at init, loudly, rather than
+/// failing documents one by one. Loading waits for the first embedding.
+pub fn ensure_available() -> Result<(), String> {
+    let Ok(dir) = std::env::var("SLUICE_MODEL_DIR") else {
+        return Ok(());
+    };
+    let missing: Vec<&str> = ["config.json", "tokenizer.json", "model.safetensors"]
+        .into_iter()
+        .filter(|file| !std::path::Path::new(&dir).join(file).is_file())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "the embedding model is missing from {dir} ({}): this deployment cannot embed for the keyless local provider (check its model layer or SLUICE_MODEL_DIR)",
+        missing.join(", ")
+    ))
+}
+
 static MODEL: OnceLock<Result<Arc<Embedder>, String>> = OnceLock::new();
 
 /// The process's model, loaded on first use from `SLUICE_MODEL_DIR`.
@@ -54,4 +74,15 @@ pub async fn embed(model_name: &str, target: &Target, texts: &[String]) -> Resul
     .await
     .map_err(|_| EmbedError::RequestRefused(500))??;
     Ok(vectors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_model_is_retried_never_held_against_the_document() {
+        assert!(EmbedError::ModelMissing.is_transient());
+        assert_eq!(base_url(), "model://all-minilm-l6-v2");
+    }
 }

@@ -11,6 +11,9 @@ use std::time::Duration;
 
 /// The environment variable naming the application login's secret.
 pub const APP_SECRET_VARIABLE: &str = "SLUICE_DB_SECRET_ID";
+/// The environment variable naming the vector login's secret, for the migrate step (the
+/// ingest, knowledge and teardown functions get it as their `SLUICE_DB_SECRET_ID`).
+pub const VECTOR_SECRET_VARIABLE: &str = "SLUICE_DB_VECTOR_SECRET_ID";
 /// The environment variable naming the administrator's secret (the migrate step only).
 pub const ADMIN_SECRET_VARIABLE: &str = "SLUICE_DB_ADMIN_SECRET_ID";
 
@@ -183,21 +186,32 @@ impl Db {
     /// the secret `SLUICE_DB_SECRET_ID` names, and a schema no older than this build's
     /// migrations (else the function refuses to start: migrating is the deploy's step).
     pub async fn from_env(sdk: &aws_config::SdkConfig, max_connections: usize) -> Result<Self, StoreError> {
+        Self::from_env_secret(sdk, max_connections, APP_SECRET_VARIABLE).await
+    }
+
+    /// `from_env` with the login the secret in `variable` holds (the local stack hosts every
+    /// function in one process, each with its own login).
+    pub async fn from_env_secret(
+        sdk: &aws_config::SdkConfig,
+        max_connections: usize,
+        variable: &str,
+    ) -> Result<Self, StoreError> {
         let target = DbTarget::from_env()?;
-        let login = Login::from_env_secret(sdk, APP_SECRET_VARIABLE).await?;
+        let login = Login::from_env_secret(sdk, variable).await?;
         let db = Self::open(&target, &login, max_connections)?;
         db.require_current_schema().await?;
         Ok(db)
     }
 
     /// The deploy's migrate step as configured by the environment: the administrator's
-    /// login from `SLUICE_DB_ADMIN_SECRET_ID` migrates and creates the application login
-    /// `SLUICE_DB_SECRET_ID` holds. `sluice migrate`, the `migrate` function and the local
-    /// stack all run this.
+    /// login from `SLUICE_DB_ADMIN_SECRET_ID` migrates and creates the two logins the
+    /// functions use, `SLUICE_DB_SECRET_ID`'s and `SLUICE_DB_VECTOR_SECRET_ID`'s.
+    /// `sluice migrate`, the `migrate` function and the local stack all run this.
     pub async fn migrate_from_env(sdk: &aws_config::SdkConfig) -> Result<crate::MigrationReport, StoreError> {
         let target = DbTarget::from_env()?;
         let admin = Login::from_env_secret(sdk, ADMIN_SECRET_VARIABLE).await?;
         let app = Login::from_env_secret(sdk, APP_SECRET_VARIABLE).await?;
-        Self::open(&target, &admin, 1)?.migrate_deploy(&app).await
+        let vectors = Login::from_env_secret(sdk, VECTOR_SECRET_VARIABLE).await?;
+        Self::open(&target, &admin, 1)?.migrate_deploy(&app, &vectors).await
     }
 }

@@ -1,7 +1,9 @@
 //! Forward-only migrations, embedded in the binary and applied by the deploy's migrate
 //! step (`sluice migrate`, or the `migrate` function behind the stack's custom resource) with
 //! the administrator's login — never in a function's cold start. The same step creates the
-//! application's login with the least privilege the functions need.
+//! functions' two logins with the least privilege each needs: the application login
+//! (upload, parse, sweep) reads and writes rows; the vector login (ingest, knowledge,
+//! teardown) may also create and drop vector tables, through the owner's two functions.
 
 use crate::{Db, Login, StoreError};
 
@@ -28,26 +30,33 @@ pub struct MigrationReport {
     /// The versions applied by this run (empty when the schema was current).
     pub applied: Vec<i32>,
     pub schema_version: i32,
-    /// The application login the step created or brought up to date.
+    /// The logins the step created or brought up to date.
     pub app_login: String,
+    pub vector_login: String,
 }
 
 impl Db {
     /// The deploy's migrate step, run with the administrator's login: applies every
     /// migration not yet applied (under an advisory lock, so concurrent runs apply each
-    /// once), then creates or updates `app` as a login that reads and writes Sluice's rows
-    /// and nothing more: no DDL on the schema, no writes to the migrations' ledger; vector
-    /// tables only through the two owner's functions of migration 7. Idempotent.
-    pub async fn migrate_deploy(&self, app: &Login) -> Result<MigrationReport, StoreError> {
+    /// once), then creates or updates `app` and `vectors` as logins that read and write
+    /// Sluice's rows and nothing more: no DDL on the schema, no writes to the migrations'
+    /// ledger; `vectors` alone may run the two owner's functions of migration 7 that create
+    /// and drop vector tables. Idempotent.
+    pub async fn migrate_deploy(&self, app: &Login, vectors: &Login) -> Result<MigrationReport, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
         let admin: String = tx.query_one("SELECT current_user::text", &[]).await?.get(0);
-        if admin == app.username {
-            return Err(StoreError::Config(format!(
-                "the application login {:?} is the administrator's: it must be a login of its own",
-                app.username
-            )));
+        for login in [app, vectors] {
+            if admin == login.username {
+                return Err(StoreError::Config(format!(
+                    "the login {:?} is the administrator's: the functions' logins are their own",
+                    login.username
+                )));
+            }
+        }
+        if app.username == vectors.username {
+            return Err(StoreError::Config("the application and vector logins must differ".to_owned()));
         }
         tx.batch_execute(
             "CREATE TABLE IF NOT EXISTS sluice_migrations (
@@ -68,9 +77,15 @@ impl Db {
             tx.execute("INSERT INTO sluice_migrations (version, name) VALUES ($1, $2)", &[version, name]).await?;
             applied.push(*version);
         }
-        grant_app_login(&tx, app).await?;
+        grant_login(&tx, app, false).await?;
+        grant_login(&tx, vectors, true).await?;
         tx.commit().await?;
-        Ok(MigrationReport { applied, schema_version: SCHEMA_VERSION, app_login: app.username.clone() })
+        Ok(MigrationReport {
+            applied,
+            schema_version: SCHEMA_VERSION,
+            app_login: app.username.clone(),
+            vector_login: vectors.username.clone(),
+        })
     }
 
     /// The schema version the database is at (0 before the first migration).
@@ -95,9 +110,14 @@ impl Db {
     }
 }
 
-/// Creates or updates the application login and its grants. The password is sent as a
-/// SCRAM verifier computed here, so no statement or log on the server ever holds it.
-async fn grant_app_login(tx: &deadpool_postgres::Transaction<'_>, app: &Login) -> Result<(), StoreError> {
+/// Creates or updates a functions' login and its grants (`vector_tables`: may run the two
+/// owner's functions). The password is sent as a SCRAM verifier computed here, so no
+/// statement or log on the server ever holds it.
+async fn grant_login(
+    tx: &deadpool_postgres::Transaction<'_>,
+    app: &Login,
+    vector_tables: bool,
+) -> Result<(), StoreError> {
     let verifier = postgres_protocol::password::scram_sha_256(app.password.as_bytes());
     let exists = tx.query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&app.username]).await?.is_some();
     let verb = if exists { "ALTER" } else { "CREATE" };
@@ -123,10 +143,12 @@ async fn grant_app_login(tx: &deadpool_postgres::Transaction<'_>, app: &Login) -
                  REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON sluice_migrations FROM %2$I;
                  GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO %2$I;
                  ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %2$I;
-                 GRANT EXECUTE ON FUNCTION sluice_create_vector_table(text, integer) TO %2$I;
-                 GRANT EXECUTE ON FUNCTION sluice_drop_vector_table(text) TO %2$I;',
-                 current_database(), $1::text)",
-            &[&app.username],
+                 %3$s ON FUNCTION sluice_create_vector_table(text, integer) %4$s %2$I;
+                 %3$s ON FUNCTION sluice_drop_vector_table(text) %4$s %2$I;',
+                 current_database(), $1::text,
+                 CASE WHEN $2 THEN 'GRANT EXECUTE' ELSE 'REVOKE EXECUTE' END,
+                 CASE WHEN $2 THEN 'TO' ELSE 'FROM' END)",
+            &[&app.username, &vector_tables],
         )
         .await?
         .get(0);

@@ -6,6 +6,9 @@
 //! **Baseline**: `curl` asking the same endpoint — a process that starts and makes that one
 //! request, and nothing else.
 //!
+//! The in-process embedding model is loaded on a sandbox's first embedding, not at start;
+//! its load (and that first embedding) is timed on its own from `SLUICE_MODEL_DIR`.
+//!
 //! `bench-cold-start [--runs N] BINARY...`; reads the local stack's environment.
 
 use std::process::{Command, Stdio};
@@ -90,5 +93,26 @@ async fn main() {
         let p50 = percentile(&times, 0.5);
         let base = *baseline.get_or_insert(p50);
         println!("| {name} | {runs} | {p50:.1} | {:.1} | {:.1} |", percentile(&times, 1.0), p50 / base);
+    }
+    if let Ok(dir) = std::env::var("SLUICE_MODEL_DIR") {
+        let mut loads = Vec::new();
+        let mut firsts = Vec::new();
+        for _ in 0..runs.min(5) {
+            let started = Instant::now();
+            let model = sluice_minilm::Embedder::load(std::path::Path::new(&dir)).expect("the model loads");
+            loads.push(started.elapsed());
+            let started = Instant::now();
+            model.embed(&["The quarterly budget was approved.".to_owned()]).expect("embeds");
+            firsts.push(started.elapsed());
+        }
+        loads.sort();
+        firsts.sort();
+        println!();
+        println!(
+            "in-process model (all-MiniLM-L6-v2, {} loads): load p50 {:.0} ms, then the first embedding {:.0} ms",
+            loads.len(),
+            percentile(&loads, 0.5),
+            percentile(&firsts, 0.5)
+        );
     }
 }
