@@ -174,6 +174,29 @@ async fn the_migrate_step_is_idempotent_and_leaves_the_app_login_least_privilege
         }
         other => panic!("an older schema must be refused, got {other:?}"),
     }
+    // The teardown function's own binary, started as Lambda starts it, stops at init.
+    let binary = std::env::current_exe()
+        .expect("test binary")
+        .parent()
+        .and_then(|d| d.parent())
+        .map(|d| d.join("sluice-teardown"));
+    let binary = binary.filter(|b| b.exists()).expect("target/debug/sluice-teardown: `infra/local/test` builds it");
+    let started = std::process::Command::new(binary)
+        .env("SLUICE_DB_NAME", &target.dbname)
+        .env("SLUICE_KMS_KEY_ID", "arn:aws:kms:us-east-1:000000000000:key/unused")
+        .env("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9")
+        .output()
+        .expect("start the function");
+    let stderr = format!("{}{}", String::from_utf8_lossy(&started.stdout), String::from_utf8_lossy(&started.stderr));
+    assert!(!started.status.success(), "the function must not start: {stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the database schema is at migration {} and this build needs {}",
+            SCHEMA_VERSION - 1,
+            SCHEMA_VERSION
+        )),
+        "{stderr}"
+    );
     drop(client);
     drop(app);
     drop(admin);

@@ -12,7 +12,7 @@ fn main() -> Result<(), Error> {
 #[tokio::main]
 async fn serve() -> Result<(), Error> {
     sluice_web::init_tracing();
-    let state = sluice_parse::State::from_env().await?;
+    let state = sluice_parse::State::from_env().await.inspect_err(sluice_web::log_init_error)?;
     let state = &state;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         Ok::<_, std::convert::Infallible>(sluice_parse::handle(state, event.payload).await)

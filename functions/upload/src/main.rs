@@ -11,7 +11,7 @@ fn main() -> Result<(), Error> {
 #[tokio::main]
 async fn serve() -> Result<(), Error> {
     sluice_web::init_tracing();
-    let state = sluice_upload::AppState::from_env().await?;
+    let state = sluice_upload::AppState::from_env().await.inspect_err(sluice_web::log_init_error)?;
     let state = &state;
     lambda_http::run(service_fn(move |request| async move {
         Ok::<_, std::convert::Infallible>(sluice_upload::handle(state, request).await)

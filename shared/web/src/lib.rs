@@ -111,6 +111,12 @@ pub fn init_tracing() {
         tracing_subscriber::fmt().json().with_env_filter(filter).with_current_span(false).with_target(false).try_init();
 }
 
+/// Logs why a function cannot start, as one JSON line, before its init error ends the
+/// process: Lambda itself reports only that the runtime exited.
+pub fn log_init_error<E: std::fmt::Display + ?Sized>(error: &E) {
+    tracing::error!(error = %error, "the function cannot start");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
