@@ -52,14 +52,7 @@ pub async fn handle(
         response.reason = Some("the database and its data are kept".to_owned());
         return (url, response);
     }
-    let migrated = match sluice_store::Db::migrate_from_env(sdk).await {
-        Ok(report) => match deployment_embeddings {
-            Some(url) => register(sdk, url).await.map(|()| report),
-            None => Ok(report),
-        },
-        Err(error) => Err(error),
-    };
-    match migrated {
+    match sluice_store::Db::migrate_from_env(sdk, deployment_embeddings).await {
         Ok(report) => {
             tracing::info!(applied = ?report.applied, schema_version = report.schema_version, "migrated");
             response.status = Status::Success;
@@ -74,11 +67,6 @@ pub async fn handle(
         }
     }
     (url, response)
-}
-
-/// Registers the deployment-wide keyless service, as the functions' own login would.
-async fn register(sdk: &aws_config::SdkConfig, url: &str) -> Result<(), sluice_store::StoreError> {
-    sluice_store::Db::from_env(sdk, 1).await?.register_local_embeddings(url).await
 }
 
 /// PUTs the answer to CloudFormation's presigned URL (with no content type, which the

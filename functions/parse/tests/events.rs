@@ -19,7 +19,7 @@ fn offline_state() -> State {
         _ => None,
     })
     .expect("config");
-    let db = offline_db();
+    let db = Db::unreachable();
     let blob = Blob::new(sluice_blob::static_s3_client(&format!("http://{CLOSED}")), "bucket", &config.kms_key_id);
     let extractor = Extractor::new(env!("CARGO_BIN_EXE_sluice-parse"), config.parse_max_memory_bytes);
     let sqs = sluice_blob::static_sqs_client(&format!("http://{CLOSED}"));
@@ -51,16 +51,4 @@ async fn the_test_event_s3_sends_first_is_acknowledged() {
 async fn a_record_that_meets_storage_that_is_down_is_delivered_again() {
     assert_eq!(failures("sqs-s3-object-created.json").await, ["a1b2c3d4-0001-4000-8000-000000000001"]);
     assert_eq!(failures("sqs-s3-object-removed.json").await, ["a1b2c3d4-0002-4000-8000-000000000002"]);
-}
-
-/// A pool whose database nothing answers for (port 9): database calls fail at once.
-fn offline_db() -> Db {
-    let target = sluice_store::DbTarget {
-        host: "127.0.0.1".to_owned(),
-        port: 9,
-        dbname: "none".to_owned(),
-        roots: sluice_store::TrustRoots::Public,
-    };
-    let login = sluice_store::Login { username: "nobody".to_owned(), password: String::new() };
-    Db::open(&target, &login, 1).expect("pool")
 }

@@ -17,7 +17,7 @@ async fn a_run_that_cannot_reach_the_database_fails() {
         _ => None,
     })
     .expect("config");
-    let db = offline_db();
+    let db = Db::unreachable();
     let blob = Blob::new(sluice_blob::static_s3_client("http://127.0.0.1:9"), "x", "x");
     let state = State::new(config, db, blob, sluice_blob::static_sqs_client("http://127.0.0.1:9"));
     let Err(sluice_sweep::SweepError::Incomplete(report)) = handle(&state, time::OffsetDateTime::now_utc()).await
@@ -37,16 +37,4 @@ async fn a_run_that_cannot_reach_the_database_fails() {
     tasks.extend(std::iter::repeat_n("unnamed_objects", sluice_sweep::SCANNED_PREFIXES.len()));
     assert_eq!(failed, tasks);
     assert_eq!((report.expired_chat_files, report.unnamed_objects), (0, 0), "nothing removed without the scan");
-}
-
-/// A pool whose database nothing answers for (port 9): database calls fail at once.
-fn offline_db() -> Db {
-    let target = sluice_store::DbTarget {
-        host: "127.0.0.1".to_owned(),
-        port: 9,
-        dbname: "none".to_owned(),
-        roots: sluice_store::TrustRoots::Public,
-    };
-    let login = sluice_store::Login { username: "nobody".to_owned(), password: String::new() };
-    Db::open(&target, &login, 1).expect("pool")
 }

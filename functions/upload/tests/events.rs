@@ -20,7 +20,7 @@ fn offline_state(chat_max_upload_bytes: u64) -> AppState {
     })
     .expect("config");
     config.chat_max_upload_bytes = chat_max_upload_bytes;
-    let db = offline_db();
+    let db = Db::unreachable();
     let blob =
         Blob::new(sluice_blob::static_s3_client(&format!("http://{CLOSED}")), "bucket", config.kms_key_id.clone());
     // The function's own binary is its parse worker, as in Lambda.
@@ -120,16 +120,4 @@ async fn storage_that_is_down_is_503_without_upstream_text() {
     assert!(!text.contains("127.0.0.1") && !text.contains("bucket"), "leaked upstream detail: {text}");
     let (status, _) = call("apigw-v2-get-file.json", 1 << 20).await;
     assert_eq!(status, 503);
-}
-
-/// A pool whose database nothing answers for (port 9): database calls fail at once.
-fn offline_db() -> Db {
-    let target = sluice_store::DbTarget {
-        host: "127.0.0.1".to_owned(),
-        port: 9,
-        dbname: "none".to_owned(),
-        roots: sluice_store::TrustRoots::Public,
-    };
-    let login = sluice_store::Login { username: "nobody".to_owned(), password: String::new() };
-    Db::open(&target, &login, 1).expect("pool")
 }

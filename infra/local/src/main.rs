@@ -56,7 +56,10 @@ async fn serve() -> Result<(), Error> {
         other => std::env::var(other).ok(),
     })?;
     // The deploy's migrate step, then the functions' own login, as in AWS.
-    let migrated = sluice_store::Db::migrate_from_env(&sdk).await?;
+    // The local embedding service is registered deployment-wide by the same step, as the
+    // in-process model is in AWS.
+    let local_embeddings = std::env::var("SLUICE_LOCAL_EMBEDDINGS_URL").ok();
+    let migrated = sluice_store::Db::migrate_from_env(&sdk, local_embeddings.as_deref()).await?;
     tracing::info!(applied = ?migrated.applied, schema_version = migrated.schema_version, "migrated");
     // Each function with the login the template gives it: ingest, knowledge and teardown the
     // vector login, the others the application login.
@@ -110,7 +113,6 @@ async fn serve() -> Result<(), Error> {
             }
         }
     });
-    register_local_embeddings(&db).await?;
     let knowledge = sluice_knowledge::State::new(config.clone(), vector_db, kms, sqs.clone());
     let issuer = sluice_local::jwt::LocalIssuer::from_env()?;
     let door = sluice_local::door::Door {
@@ -124,16 +126,5 @@ async fn serve() -> Result<(), Error> {
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     tracing::info!(addr, bucket, kms_key = key, "sluice-local is serving");
     sluice_local::door::serve(listener, Arc::new(door)).await?;
-    Ok(())
-}
-
-/// The local stack's keyless embedding service, registered deployment-wide (as an app
-/// admin would), so a base on the `local` provider finds it without naming it.
-async fn register_local_embeddings(db: &sluice_store::Db) -> Result<(), Error> {
-    let Ok(base_url) = std::env::var("SLUICE_LOCAL_EMBEDDINGS_URL") else {
-        return Ok(());
-    };
-    db.register_local_embeddings(&base_url).await?;
-    tracing::info!(base_url, "local embedding service registered");
     Ok(())
 }

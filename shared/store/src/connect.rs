@@ -182,6 +182,15 @@ impl Db {
         Ok(Self { pool })
     }
 
+    /// A pool whose database nothing answers for (port 9 on loopback): every query fails at
+    /// once, as storage that is down does. For handler tests of refusals and outages.
+    pub fn unreachable() -> Self {
+        let target =
+            DbTarget { host: "127.0.0.1".to_owned(), port: 9, dbname: "none".to_owned(), roots: TrustRoots::Public };
+        let login = Login { username: "nobody".to_owned(), password: String::new() };
+        Self::open(&target, &login, 1).expect("a pool needs no connection to be built")
+    }
+
     /// The functions' database: the target from the environment, the application login from
     /// the secret `SLUICE_DB_SECRET_ID` names, and a schema no older than this build's
     /// migrations (else the function refuses to start: migrating is the deploy's step).
@@ -206,12 +215,22 @@ impl Db {
     /// The deploy's migrate step as configured by the environment: the administrator's
     /// login from `SLUICE_DB_ADMIN_SECRET_ID` migrates and creates the two logins the
     /// functions use, `SLUICE_DB_SECRET_ID`'s and `SLUICE_DB_VECTOR_SECRET_ID`'s.
-    /// `sluice migrate`, the `migrate` function and the local stack all run this.
-    pub async fn migrate_from_env(sdk: &aws_config::SdkConfig) -> Result<crate::MigrationReport, StoreError> {
+    /// `sluice migrate`, the `migrate` function and the local stack all run this. With
+    /// `local_embeddings`, the same connection then registers that URL as the deployment's
+    /// keyless `local` service (the in-process model in AWS, the local stack's service).
+    pub async fn migrate_from_env(
+        sdk: &aws_config::SdkConfig,
+        local_embeddings: Option<&str>,
+    ) -> Result<crate::MigrationReport, StoreError> {
         let target = DbTarget::from_env()?;
         let admin = Login::from_env_secret(sdk, ADMIN_SECRET_VARIABLE).await?;
         let app = Login::from_env_secret(sdk, APP_SECRET_VARIABLE).await?;
         let vectors = Login::from_env_secret(sdk, VECTOR_SECRET_VARIABLE).await?;
-        Self::open(&target, &admin, 1)?.migrate_deploy(&app, &vectors).await
+        let db = Self::open(&target, &admin, 1)?;
+        let report = db.migrate_deploy(&app, &vectors).await?;
+        if let Some(url) = local_embeddings {
+            db.register_local_embeddings(url).await?;
+        }
+        Ok(report)
     }
 }
