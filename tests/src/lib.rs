@@ -291,6 +291,37 @@ impl Stack {
     }
 }
 
+/// Records the body of every request an SDK client sends, for a test that asserts what
+/// reached the service.
+#[derive(Debug, Clone, Default)]
+pub struct RecordBodies(pub std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl aws_smithy_runtime_api::client::interceptors::Intercept for RecordBodies {
+    fn name(&self) -> &'static str {
+        "RecordBodies"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef<'_>,
+        _components: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
+        _cfg: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        let body = context.request().body().bytes().map(|b| String::from_utf8_lossy(b).into_owned());
+        self.0.lock().expect("lock").push(body.unwrap_or_default());
+        Ok(())
+    }
+}
+
+/// An STS client of the stack's emulator that records each request's body.
+pub fn recording_sts(
+    sdk: &aws_config::SdkConfig,
+) -> (aws_sdk_sts::Client, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let recorder = RecordBodies::default();
+    let config = aws_sdk_sts::config::Builder::from(sdk).interceptor(recorder.clone()).build();
+    (aws_sdk_sts::Client::from_conf(config), recorder.0)
+}
+
 /// A user of the local stack with a real token.
 #[derive(Debug, Clone)]
 pub struct User {

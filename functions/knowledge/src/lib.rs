@@ -10,6 +10,7 @@ mod error;
 mod fields;
 mod search;
 mod secrets;
+mod sources;
 
 pub use error::KnowledgeError;
 
@@ -83,12 +84,27 @@ enum Route {
     NoSuchSecret,
     CreateEndpoint,
     ListEndpoints,
+    ListSources(Uuid),
+    CreateSource(Uuid),
+    Source(Uuid, Uuid),
+    PatchSource(Uuid, Uuid),
+    DeleteSource(Uuid, Uuid),
+    RunSource(Uuid, Uuid),
+    SourceLogs(Uuid, Uuid),
+    /// A source route naming a base or source id that cannot exist.
+    NoSuchSource,
+    AllSyncLogs,
 }
 
 fn route(method: &str, path: &str) -> Option<Route> {
     let path = path.strip_prefix("/api/v1/")?.trim_end_matches('/');
     let segments: Vec<&str> = path.split('/').collect();
     let base = |id: &str, found: fn(Uuid) -> Route| Uuid::parse_str(id).map_or(Route::NoSuchBase, found);
+    let source = |kb: &str, id: &str, found: fn(Uuid, Uuid) -> Route| match (Uuid::parse_str(kb), Uuid::parse_str(id)) {
+        (Ok(kb), Ok(id)) => found(kb, id),
+        (Err(_), _) => Route::NoSuchBase,
+        (Ok(_), Err(_)) => Route::NoSuchSource,
+    };
     Some(match (method, segments.as_slice()) {
         ("GET", ["rag", "embedding-models"]) => Route::EmbeddingModels,
         ("GET", ["rag", "embedding-models", "openrouter"]) => Route::OpenRouterModels,
@@ -100,6 +116,14 @@ fn route(method: &str, path: &str) -> Option<Route> {
         ("POST", ["kb", id, "grants"]) => base(id, Route::Grant),
         ("GET", ["kb", id, "ingestion"]) => base(id, Route::Ingestion),
         ("GET", ["kb", id, "documents"]) => base(id, Route::Documents),
+        ("GET", ["kb", id, "sync-sources"]) => base(id, Route::ListSources),
+        ("POST", ["kb", id, "sync-sources"]) => base(id, Route::CreateSource),
+        ("GET", ["kb", kb, "sync-sources", id]) => source(kb, id, Route::Source),
+        ("PATCH", ["kb", kb, "sync-sources", id]) => source(kb, id, Route::PatchSource),
+        ("DELETE", ["kb", kb, "sync-sources", id]) => source(kb, id, Route::DeleteSource),
+        ("POST", ["kb", kb, "sync-sources", id, "sync"]) => source(kb, id, Route::RunSource),
+        ("GET", ["kb", kb, "sync-sources", id, "logs"]) => source(kb, id, Route::SourceLogs),
+        ("GET", ["rag", "sync", "logs"]) => Route::AllSyncLogs,
         ("GET", ["rag", "collections"]) => Route::ListCollections,
         ("POST", ["rag", "collections", name]) => Route::CreateCollection((*name).to_owned()),
         ("DELETE", ["rag", "collections", name]) => Route::DropCollection((*name).to_owned()),
@@ -143,6 +167,15 @@ pub async fn handle(state: &State, request: Request) -> Response<Body> {
             Route::NoSuchSecret => Err(KnowledgeError::Missing("Secret")),
             Route::CreateEndpoint => endpoints::create(state, &caller, &request).await,
             Route::ListEndpoints => endpoints::list(state, &caller).await,
+            Route::ListSources(kb) => sources::list(state, &caller, kb).await,
+            Route::CreateSource(kb) => sources::create(state, &caller, kb, &request).await,
+            Route::Source(kb, id) => sources::get(state, &caller, kb, id).await,
+            Route::PatchSource(kb, id) => sources::patch(state, &caller, kb, id, &request).await,
+            Route::DeleteSource(kb, id) => sources::delete(state, &caller, kb, id).await,
+            Route::RunSource(kb, id) => sources::sync(state, &caller, kb, id, &request).await,
+            Route::SourceLogs(kb, id) => sources::logs(state, &caller, kb, id, &request).await,
+            Route::NoSuchSource => Err(KnowledgeError::Missing("Sync source")),
+            Route::AllSyncLogs => sources::all_logs(state, &caller, &request).await,
         }
     }
     .await;
@@ -201,5 +234,13 @@ mod tests {
         assert_eq!(route("GET", "/api/v1/rag/collections/x/info"), Some(Route::CollectionInfo("x".into())));
         assert_eq!(route("GET", "/api/v1/secrets"), Some(Route::ListSecrets));
         assert_eq!(route("PUT", "/api/v1/secrets"), None);
+        let source = Uuid::new_v4();
+        assert_eq!(
+            route("POST", &format!("/api/v1/kb/{id}/sync-sources/{source}/sync")),
+            Some(Route::RunSource(id, source))
+        );
+        assert_eq!(route("GET", &format!("/api/v1/kb/{id}/sync-sources/x/logs")), Some(Route::NoSuchSource));
+        assert_eq!(route("GET", &format!("/api/v1/kb/x/sync-sources/{source}")), Some(Route::NoSuchBase));
+        assert_eq!(route("GET", "/api/v1/rag/sync/logs"), Some(Route::AllSyncLogs));
     }
 }

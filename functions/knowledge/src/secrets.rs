@@ -1,6 +1,7 @@
-//! `POST /secrets` and `GET /secrets`: API keys sealed by the vault (KMS envelope
-//! encryption bound to the organization). Nothing here opens one: only the embedding path
-//! does, and no answer ever carries a value.
+//! `POST /secrets` and `GET /secrets`: embedding API keys and S3 sources' access key pairs
+//! (`aws_credentials`), sealed by the vault (KMS envelope encryption bound to the
+//! organization). Nothing here opens one: only the embedding path and a source's fetch do,
+//! and no answer ever carries a value.
 
 use crate::State;
 use crate::error::{KnowledgeError, invalid};
@@ -44,6 +45,37 @@ fn view(meta: SecretMeta) -> SecretView {
     }
 }
 
+/// An embedding API key: its catalog provider and the key.
+fn api_key(body: &serde_json::Map<String, serde_json::Value>) -> Result<(String, String), KnowledgeError> {
+    let provider = fields::required_text(body, "provider")?;
+    match catalog::provider(&provider) {
+        None => return Err(invalid("provider", format!("{provider:?} is not in the embedding catalog"))),
+        Some(p) if p.keyless => return Err(invalid("provider", format!("{provider} is keyless and takes no key"))),
+        Some(_) => {}
+    }
+    let value = fields::required_text(body, "value")?;
+    if value.chars().count() > MAX_SECRET_CHARS || value.chars().any(char::is_control) {
+        return Err(invalid("value", "an API key is one line of printable characters, at most 4096"));
+    }
+    Ok((provider, value))
+}
+
+/// An S3 sync source's access key pair (`provider` `aws`, the default): `value` is
+/// `{access_key_id, secret_access_key}`, sealed as that JSON.
+fn access_keys(body: &serde_json::Map<String, serde_json::Value>) -> Result<(String, String), KnowledgeError> {
+    match fields::text(body, "provider")? {
+        fields::Field::Set(p) if p != "aws" => {
+            return Err(invalid("provider", "an aws_credentials secret's provider is aws"));
+        }
+        _ => {}
+    }
+    let keys = body.get("value").and_then(sluice_sources::AccessKeys::from_json).ok_or_else(|| {
+        invalid("value", "an aws_credentials value is {\"access_key_id\": …, \"secret_access_key\": …}")
+    })?;
+    let sealed = serde_json::json!({"access_key_id": keys.access_key_id, "secret_access_key": keys.secret_access_key});
+    Ok(("aws".to_owned(), sealed.to_string()))
+}
+
 /// `POST /secrets`: storing a key needs `secrets:edit`; an `org` key needs an organization.
 pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result<Response<Body>, KnowledgeError> {
     if !caller.has_permission("secrets:edit") {
@@ -53,19 +85,11 @@ pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result
     fields::only(&body, &["name", "kind", "provider", "value", "visibility"])?;
     let name = fields::required_text(&body, "name")?;
     let kind = fields::required_text(&body, "kind")?;
-    if kind != "api_key" {
-        return Err(invalid("kind", "kind must be api_key"));
-    }
-    let provider = fields::required_text(&body, "provider")?;
-    match catalog::provider(&provider) {
-        None => return Err(invalid("provider", format!("{provider:?} is not in the embedding catalog"))),
-        Some(p) if p.keyless => return Err(invalid("provider", format!("{provider} is keyless and takes no key"))),
-        Some(_) => {}
-    }
-    let value = fields::required_text(&body, "value")?;
-    if value.chars().count() > MAX_SECRET_CHARS || value.chars().any(char::is_control) {
-        return Err(invalid("value", "an API key is one line of printable characters, at most 4096"));
-    }
+    let (provider, value) = match kind.as_str() {
+        "api_key" => api_key(&body)?,
+        "aws_credentials" => access_keys(&body)?,
+        _ => return Err(invalid("kind", "kind must be api_key or aws_credentials")),
+    };
     let visibility = fields::required_text(&body, "visibility")?;
     match visibility.as_str() {
         "private" => {}

@@ -31,6 +31,9 @@ pub async fn parse_document(state: &State, job: DocumentJob) -> Result<(), Parse
     if document.status != "processing" {
         return Ok(());
     }
+    if document.storage_path.is_none() && document.sync.is_some() {
+        return crate::sync::fetch_document(state, &document).await;
+    }
     let Some(key) = document.storage_path.clone() else {
         return fail(state, &document, "NoOriginal", "the document has no stored original; upload it again").await;
     };
@@ -89,7 +92,7 @@ pub async fn document_landed(state: &State, key: &str) -> Result<(), ParseError>
 }
 
 /// Extracts a document's text, stores it and sends the ingest job.
-async fn parse_bytes(state: &State, document: &Document, bytes: bytes::Bytes) -> Result<(), ParseError> {
+pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes::Bytes) -> Result<(), ParseError> {
     let Some(kind) = sluice_formats::kind_for_filename(&document.filename) else {
         return fail(state, document, "UnsupportedFormat", "ingestion cannot read this format").await;
     };

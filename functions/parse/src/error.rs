@@ -17,6 +17,8 @@ pub enum ParseError {
     Isolate(#[from] sluice_isolate::IsolateError),
     #[error("the blocking pool failed")]
     Blocking,
+    #[error("a sync source's bucket could not be read: {0}")]
+    Source(#[from] sluice_sources::SourceError),
     #[error("the next job could not be sent: {0}")]
     Dispatch(String),
 }

@@ -10,6 +10,7 @@
 
 mod documents;
 mod error;
+pub mod sync;
 
 pub use error::ParseError;
 
@@ -19,7 +20,9 @@ use sluice_isolate::Extractor;
 use sluice_queue::SqsBatchResponse;
 use sluice_queue::jobs::{Dispatcher, DocumentJob};
 use sluice_queue::s3::{Change, ObjectChange, S3Message};
-use sluice_store::{DOCUMENT_UPLOAD_PREFIX, Db};
+use sluice_sources::Remote;
+use sluice_store::{DOCUMENT_UPLOAD_PREFIX, Db, SyncRunJob};
+use sluice_vault::Vault;
 use uuid::Uuid;
 
 /// Everything a batch needs, built once per cold start.
@@ -31,13 +34,18 @@ pub struct State {
     pub pool: BlockingPool,
     pub extractor: Extractor,
     pub dispatcher: Dispatcher,
+    /// Opens `aws_credentials` secrets for sync sources.
+    pub vault: Vault,
+    /// Builds the clients sync sources read their buckets through.
+    pub remote: Remote,
 }
 
 impl State {
-    pub fn new(config: Config, db: Db, blob: Blob, extractor: Extractor, sqs: aws_sdk_sqs::Client) -> Self {
+    pub fn new(config: Config, db: Db, blob: Blob, extractor: Extractor, sdk: &aws_config::SdkConfig) -> Self {
         let pool = BlockingPool::new(config.file_io_max_workers);
-        let dispatcher = Dispatcher::new(sqs, config.job_routes());
-        Self { config, db, blob, pool, extractor, dispatcher }
+        let dispatcher = Dispatcher::new(aws_sdk_sqs::Client::new(sdk), config.job_routes());
+        let vault = Vault::new(aws_sdk_kms::Client::new(sdk), config.kms_key_id.clone());
+        Self { config, db, blob, pool, extractor, dispatcher, vault, remote: Remote::new(sdk) }
     }
 
     /// Builds the state from the environment, as the upload function does; parse workers
@@ -49,8 +57,7 @@ impl State {
         let db = Db::from_env(&sdk, 4).await?;
         let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
         let extractor = Extractor::current_exe(config.parse_max_memory_bytes)?;
-        let sqs = aws_sdk_sqs::Client::new(&sdk);
-        Ok(Self::new(config, db, blob, extractor, sqs))
+        Ok(Self::new(config, db, blob, extractor, &sdk))
     }
 }
 
@@ -64,9 +71,12 @@ pub async fn handle(state: &State, event: sluice_queue::SqsEvent) -> SqsBatchRes
 }
 
 async fn handle_message(state: &State, body: &str) -> Result<(), ParseError> {
-    // A document job from the outbox, or else an S3 notification.
+    // A document job or a sync run's page from the outbox, or else an S3 notification.
     if let Ok(job) = serde_json::from_str::<DocumentJob>(body) {
         return documents::parse_document(state, job).await;
+    }
+    if let Ok(job) = serde_json::from_str::<SyncRunJob>(body) {
+        return sync::run_job(state, job).await;
     }
     match sluice_queue::s3::decode(body)? {
         S3Message::Test => Ok(()),
@@ -86,7 +96,10 @@ async fn handle_change(state: &State, change: &ObjectChange) -> Result<(), Parse
             Change::Removed | Change::Other => Ok(()),
         };
     }
-    if change.bucket != state.config.bucket || !change.key.starts_with(CHAT_UPLOAD_PREFIX) {
+    if change.bucket != state.config.bucket {
+        return sync::object_changed(state, change).await;
+    }
+    if !change.key.starts_with(CHAT_UPLOAD_PREFIX) {
         tracing::info!(bucket = %change.bucket, key = %change.key, "not an upload of this deployment; ignored");
         return Ok(());
     }

@@ -16,6 +16,11 @@
 //! - chat files never linked to a message within `CHAT_RETENTION` of their upload: rows
 //!   first, then bytes, the row restored if its bytes cannot be removed. It fails closed:
 //!   if the scan for unlinked files fails, nothing is removed;
+//! - sync sources whose schedule is due: a run started (one at a time per source; a source
+//!   still running is not started twice, and its next time moves on);
+//! - sync runs whose listing stopped between pages for `SYNC_STALL_AGE` (the worker died):
+//!   the job for their next page sent again; runs whose listing completed and whose
+//!   documents have all finished: closed;
 //! - objects under the prefixes Sluice writes that no row names, an hour after they were
 //!   written: deleted. The scan goes on from where the last run stopped, a bounded slice
 //!   per run.
@@ -61,6 +66,10 @@ pub const UNNAMED_OBJECT_GRACE: Duration = Duration::from_secs(3600);
 /// inline documents, parsed texts.
 pub const SCANNED_PREFIXES: [&str; 5] = ["uploads/", "media/", "document-uploads/", "documents/", "parsed/"];
 
+/// How long a run's listing may go without recording a page before the sweep sends its
+/// next page's job again: longer than one job takes (ten pages).
+pub const SYNC_STALL_AGE: Duration = Duration::from_secs(1800);
+
 /// Rows reaped per task per run, so one run stays well inside its timeout; the next takes the rest.
 const BATCH: i64 = 500;
 
@@ -91,6 +100,9 @@ pub struct SweepReport {
     pub removals_run: u64,
     pub expired_chat_files: u64,
     pub unnamed_objects: u64,
+    pub sync_runs_started: u64,
+    pub sync_runs_resumed: u64,
+    pub sync_runs_closed: u64,
     pub failed_tasks: Vec<String>,
 }
 
@@ -112,6 +124,8 @@ pub struct Thresholds {
     pub chat_retention: Duration,
     /// `SLUICE_UNNAMED_OBJECT_GRACE_SECS`
     pub unnamed_object_grace: Duration,
+    /// `SLUICE_SYNC_STALL_SECS`
+    pub sync_stall_age: Duration,
 }
 
 impl Default for Thresholds {
@@ -124,6 +138,7 @@ impl Default for Thresholds {
             removal_grace: REMOVAL_GRACE,
             chat_retention: CHAT_RETENTION,
             unnamed_object_grace: UNNAMED_OBJECT_GRACE,
+            sync_stall_age: SYNC_STALL_AGE,
         }
     }
 }
@@ -142,6 +157,7 @@ impl Thresholds {
             removal_grace: seconds("SLUICE_REMOVAL_GRACE_SECS", d.removal_grace),
             chat_retention: seconds("SLUICE_CHAT_RETENTION_SECS", d.chat_retention),
             unnamed_object_grace: seconds("SLUICE_UNNAMED_OBJECT_GRACE_SECS", d.unnamed_object_grace),
+            sync_stall_age: seconds("SLUICE_SYNC_STALL_SECS", d.sync_stall_age),
         }
     }
 }
@@ -190,6 +206,9 @@ pub async fn handle(state: &State, now: OffsetDateTime) -> Result<SweepReport, S
         removals_run: count("removals_run", run_stalled_removals(state).await),
         expired_chat_files: count("expired_chat_files", reap_unlinked_chat_files(state, now).await),
         unnamed_objects: 0,
+        sync_runs_started: count("sync_runs_started", start_due_runs(state, now).await),
+        sync_runs_resumed: count("sync_runs_resumed", resume_stalled_runs(state).await),
+        sync_runs_closed: count("sync_runs_closed", state.db.finish_drained_runs().await.map_err(SweepError::from)),
         failed_tasks: Vec::new(),
     };
     for prefix in SCANNED_PREFIXES {
@@ -205,6 +224,9 @@ pub async fn handle(state: &State, now: OffsetDateTime) -> Result<SweepReport, S
         removals_run = report.removals_run,
         expired_chat_files = report.expired_chat_files,
         unnamed_objects = report.unnamed_objects,
+        sync_runs_started = report.sync_runs_started,
+        sync_runs_resumed = report.sync_runs_resumed,
+        sync_runs_closed = report.sync_runs_closed,
         failed_tasks = ?report.failed_tasks,
         "swept"
     );
@@ -257,6 +279,26 @@ async fn retry_teardowns(state: &State) -> Result<u64, SweepError> {
         sent += 1;
     }
     Ok(sent)
+}
+
+async fn start_due_runs(state: &State, now: OffsetDateTime) -> Result<u64, SweepError> {
+    let mut started = 0;
+    for (run_id, outbox_id) in state.db.start_due_runs(now, BATCH).await? {
+        let job = sluice_store::SyncRunJob { run_id, step: 0 };
+        state.dispatcher.send(sluice_store::SYNC_RUN_TOPIC, &serde_json::to_value(job).unwrap_or_default()).await?;
+        state.db.mark_dispatched(outbox_id).await?;
+        started += 1;
+    }
+    Ok(started)
+}
+
+async fn resume_stalled_runs(state: &State) -> Result<u64, SweepError> {
+    let mut resumed = 0;
+    for job in state.db.stalled_sync_runs(state.thresholds.sync_stall_age).await? {
+        state.dispatcher.send(sluice_store::SYNC_RUN_TOPIC, &serde_json::to_value(job).unwrap_or_default()).await?;
+        resumed += 1;
+    }
+    Ok(resumed)
 }
 
 async fn fail_stale_documents(state: &State) -> Result<u64, SweepError> {

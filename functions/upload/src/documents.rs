@@ -127,6 +127,8 @@ pub async fn ingest(
         content_hash: Some(hex::encode(sha2::Sha256::digest(&file.bytes))),
         ingestion_config: config.to_value(),
         replace_previous,
+        source_path: None,
+        sync: None,
         created_at: OffsetDateTime::now_utc(),
         completed_at: None,
     };
@@ -305,6 +307,8 @@ pub async fn create_intent(
         content_hash: None,
         ingestion_config: config.to_value(),
         replace_previous,
+        source_path: None,
+        sync: None,
         created_at: OffsetDateTime::now_utc(),
         completed_at: None,
     };

@@ -67,8 +67,7 @@ async fn serve() -> Result<(), Error> {
     let vector_db = sluice_store::Db::from_env_secret(&sdk, 16, sluice_store::VECTOR_SECRET_VARIABLE).await?;
     let blob = sluice_blob::Blob::new(s3, bucket.clone(), key.clone());
     let extractor = sluice_isolate::Extractor::current_exe(config.parse_max_memory_bytes)?;
-    let parse =
-        Arc::new(sluice_parse::State::new(config.clone(), db.clone(), blob.clone(), extractor.clone(), sqs.clone()));
+    let parse = Arc::new(sluice_parse::State::new(config.clone(), db.clone(), blob.clone(), extractor.clone(), &sdk));
     let source = sluice_local::pollers::Source {
         queue_url: parse_queue_url,
         queue_arn: parse_queue_arn,

@@ -52,6 +52,19 @@ pub fn static_s3_client(endpoint: &str) -> aws_sdk_s3::Client {
     aws_sdk_s3::Client::from_conf(config)
 }
 
+/// The shared configuration for a fixed endpoint with static credentials, for tools and
+/// tests that must not read the environment.
+pub fn static_sdk_config(endpoint: &str) -> aws_config::SdkConfig {
+    let credentials = aws_sdk_s3::config::Credentials::new("local", "local", None, None, "static");
+    aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(aws_sdk_s3::config::SharedCredentialsProvider::new(credentials))
+        .http_client(http_client())
+        .build()
+}
+
 /// An SQS client for a fixed endpoint with static credentials, for tools and tests that
 /// must not read the environment.
 pub fn static_sqs_client(endpoint: &str) -> aws_sdk_sqs::Client {

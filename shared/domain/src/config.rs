@@ -118,6 +118,7 @@ impl Config {
         let mut routes = Vec::new();
         if let Some(url) = &self.parse_queue_url {
             routes.push(("parse-document".to_owned(), url.clone()));
+            routes.push(("sync-run".to_owned(), url.clone()));
         }
         if let Some(url) = &self.ingest_queue_url {
             routes.push(("ingest".to_owned(), url.clone()));

@@ -12,6 +12,7 @@ pub mod config;
 pub mod content;
 pub mod filename;
 pub mod ingestion;
+pub mod sync;
 
 pub use attachment::AttachmentRef;
 pub use blocking::BlockingPool;

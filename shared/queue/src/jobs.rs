@@ -32,14 +32,46 @@ impl Dispatcher {
         Self { sqs, routes }
     }
 
-    /// Sends `payload` to the queue of `topic`.
-    pub async fn send(&self, topic: &str, payload: &serde_json::Value) -> Result<(), DispatchError> {
-        let url = self
-            .routes
+    fn queue_of(&self, topic: &str) -> Result<&String, DispatchError> {
+        self.routes
             .iter()
             .find(|(t, _)| t == topic)
             .map(|(_, url)| url)
-            .ok_or_else(|| DispatchError::NoRoute(topic.to_owned()))?;
+            .ok_or_else(|| DispatchError::NoRoute(topic.to_owned()))
+    }
+
+    /// Sends many payloads to the queue of `topic`, ten to a request (SQS's batch limit).
+    /// Any entry SQS did not take fails the call; the caller's outbox keeps them for a retry.
+    pub async fn send_all(&self, topic: &str, payloads: &[serde_json::Value]) -> Result<(), DispatchError> {
+        use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+        let url = self.queue_of(topic)?;
+        for batch in payloads.chunks(10) {
+            let entries = batch
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(p.to_string()).build()
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| DispatchError::Send(Box::new(e)))?;
+            let sent = self
+                .sqs
+                .send_message_batch()
+                .queue_url(url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| DispatchError::Send(Box::new(e)))?;
+            if !sent.failed().is_empty() {
+                return Err(DispatchError::Send(format!("{} messages not taken", sent.failed().len()).into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `payload` to the queue of `topic`.
+    pub async fn send(&self, topic: &str, payload: &serde_json::Value) -> Result<(), DispatchError> {
+        let url = self.queue_of(topic)?;
         self.sqs
             .send_message()
             .queue_url(url)

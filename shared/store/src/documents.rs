@@ -37,6 +37,10 @@ pub struct Document {
     pub ingestion_config: serde_json::Value,
     /// Once indexed, it retires the base's earlier documents of the same filename.
     pub replace_previous: bool,
+    /// A synced document's address (`s3://bucket/key`, or an operator's absolute path).
+    pub source_path: Option<String>,
+    /// What brought it and counts it, when a sync did: see `crate::sync`.
+    pub sync: Option<SyncOrigin>,
     pub created_at: OffsetDateTime,
     pub completed_at: Option<OffsetDateTime>,
 }
@@ -44,7 +48,7 @@ pub struct Document {
 const DOCUMENT_COLUMNS: &str = "id, collection_name, kb_id, org_id, owner_id, filename, filesize, filetype, \
     mime_type, status, error_message, vector_document_id, chunk_count, storage_path, parsed_path, \
     organizational_unit, source, document_date, content_hash, ingestion_config, replace_previous, created_at, \
-    completed_at";
+    completed_at, source_path, sync_source_id, sync_run_id, source_etag, replaces_document_id";
 
 fn document(row: &Row) -> Document {
     Document {
@@ -69,9 +73,39 @@ fn document(row: &Row) -> Document {
         content_hash: row.get("content_hash"),
         ingestion_config: row.get("ingestion_config"),
         replace_previous: row.get("replace_previous"),
+        source_path: row.get("source_path"),
+        sync: sync_origin(row),
         created_at: row.get("created_at"),
         completed_at: row.get("completed_at"),
     }
+}
+
+/// Where a synced document came from: the source whose credential fetches it, the run
+/// that counts it, the ETag listed, and the document it retires once indexed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SyncOrigin {
+    pub source_id: Option<Uuid>,
+    pub run_id: Option<Uuid>,
+    pub etag: Option<String>,
+    pub replaces: Option<Uuid>,
+}
+
+impl Document {
+    /// `operator` for an operator's ingest from disk (addressed by an absolute path),
+    /// `document` for every other writer.
+    pub fn writer_kind(&self) -> &'static str {
+        if self.source_path.as_deref().is_some_and(|p| p.starts_with('/')) { "operator" } else { "document" }
+    }
+}
+
+fn sync_origin(row: &Row) -> Option<SyncOrigin> {
+    let origin = SyncOrigin {
+        source_id: row.get("sync_source_id"),
+        run_id: row.get("sync_run_id"),
+        etag: row.get("source_etag"),
+        replaces: row.get("replaces_document_id"),
+    };
+    (origin != SyncOrigin::default()).then_some(origin)
 }
 
 /// How recording an accepted document ended.
@@ -163,8 +197,8 @@ impl Db {
         tx.execute(
             "INSERT INTO rag_documents (id, collection_name, kb_id, org_id, owner_id, filename, filesize, filetype, \
              mime_type, status, storage_path, organizational_unit, source, document_date, content_hash, ingestion_config, \
-             upload_expires_at, replace_previous) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'processing', $10, $11, $12, $13, $14, $15, $16, $17)",
+             upload_expires_at, replace_previous, source_path, writer_kind) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'processing', $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
             &[
                 &new.id,
                 &new.collection_name,
@@ -183,6 +217,8 @@ impl Db {
                 &new.ingestion_config,
                 &expires_at,
                 &new.replace_previous,
+                &new.source_path,
+                &new.writer_kind(),
             ],
         )
         .await?;
@@ -307,16 +343,27 @@ impl Db {
             .await?)
     }
 
-    /// Fails a document still `processing`; the first failure recorded is kept.
+    /// Fails a document still `processing`; the first failure recorded is kept. A synced
+    /// document's run counts it, with its address and the message, in the same statement.
     pub async fn fail_document(&self, id: Uuid, message: &str) -> Result<bool, StoreError> {
         let client = self.client().await?;
-        let changed = client
-            .execute(
-                "UPDATE rag_documents SET status = 'error', error_message = $2, completed_at = now() \
-                 WHERE id = $1 AND status = 'processing'",
-                &[&id, &message],
+        let changed: i64 = client
+            .query_one(
+                "WITH failed AS (UPDATE rag_documents SET status = 'error', error_message = $2, completed_at = now() \
+                     WHERE id = $1 AND status = 'processing' RETURNING sync_run_id, source_path), \
+                 counted AS (UPDATE sync_logs s SET failed = failed + 1, pending = greatest(pending - 1, 0), \
+                     failures = CASE WHEN jsonb_array_length(failures) < $3 \
+                         THEN failures || jsonb_build_array(jsonb_build_object('key', f.source_path, 'error', $2::text)) \
+                         ELSE failures END, \
+                     status = CASE WHEN listing_complete AND pending <= 1 AND status = 'running' THEN 'done' ELSE status END, \
+                     finished_at = CASE WHEN listing_complete AND pending <= 1 AND status = 'running' THEN now() \
+                         ELSE finished_at END \
+                     FROM failed f WHERE s.id = f.sync_run_id RETURNING 1) \
+                 SELECT count(*) FROM failed",
+                &[&id, &message, &crate::sync::MAX_LOGGED_FAILURES],
             )
-            .await?;
+            .await?
+            .get(0);
         Ok(changed == 1)
     }
 
@@ -373,7 +420,6 @@ impl Db {
         ];
         let writer = BinaryCopyInWriter::new(sink, &types);
         futures_util::pin_mut!(writer);
-        let source_path: Option<String> = None;
         for chunk in chunks {
             let embedding = pgvector::Vector::from(chunk.embedding.clone());
             writer
@@ -390,7 +436,7 @@ impl Db {
                     &doc.filetype,
                     &doc.organizational_unit,
                     &doc.document_date,
-                    &source_path,
+                    &doc.source_path,
                     &doc.filename,
                     &chunk.content_hash,
                     &embedding,
@@ -409,7 +455,9 @@ impl Db {
         // the same base go, rows first (waiting for any write of theirs in flight), then
         // their chunks.
         let mut retired_objects = Vec::new();
-        if doc.replace_previous {
+        if doc.source_path.is_some() {
+            retired_objects = crate::sync::retire_replaced(&tx, doc, &table).await?;
+        } else if doc.replace_previous {
             let retired = tx
                 .query(
                     "DELETE FROM rag_documents WHERE kb_id = $1 AND filename = $2 AND id <> $3 AND created_at <= $4 \
@@ -499,6 +547,12 @@ impl Db {
             .iter()
             .map(|r| OutboxMessage { id: r.get("id"), topic: r.get("topic"), payload: r.get("payload") })
             .collect())
+    }
+
+    pub async fn mark_all_dispatched(&self, ids: &[Uuid]) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client.execute("UPDATE outbox SET dispatched_at = now() WHERE id = ANY($1)", &[&ids]).await?;
+        Ok(())
     }
 
     pub async fn mark_dispatched(&self, id: Uuid) -> Result<(), StoreError> {

@@ -10,6 +10,7 @@ mod knowledge;
 mod migrate;
 mod removals;
 mod search;
+mod sync;
 mod vectors;
 
 pub use chat_files::{ChatFile, LandedFile, NewChatFile, NewUploadIntent};
@@ -20,12 +21,16 @@ pub use connect::{
 };
 pub use credentials::{EmbeddingEndpoint, SealedValue, SecretMeta};
 pub use documents::{
-    Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, WriteOutcome,
+    Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, SyncOrigin, WriteOutcome,
 };
 pub use knowledge::{Claim, Claimant, GrantedBase, KnowledgeBase};
 pub use migrate::{MigrationReport, SCHEMA_VERSION};
 pub use removals::Reaped;
 pub use search::{Hit, ScopeBase, SearchFilters};
+pub use sync::{
+    Audit, ListedFile, ListingEnd, MAX_LOGGED_FAILURES, PageOutcome, RunStart, SYNC_RUN_TOPIC, SyncRun, SyncRunJob,
+    SyncSource,
+};
 pub use vectors::{VECTOR_TABLE_COMMENT, VectorTableError};
 
 use deadpool_postgres::Pool;

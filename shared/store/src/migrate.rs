@@ -16,6 +16,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (5, "attempts", include_str!("../migrations/0005_attempts.sql")),
     (6, "janitor", include_str!("../migrations/0006_janitor.sql")),
     (7, "vector_table_functions", include_str!("../migrations/0007_vector_table_functions.sql")),
+    (8, "sync_sources", include_str!("../migrations/0008_sync_sources.sql")),
 ];
 
 /// The schema version this build's code is written against.

@@ -1,0 +1,395 @@
+//! A knowledge base's S3 sync sources: create, list, read, change and delete them, start a
+//! run, and read the runs' logs. Writing needs write access to the base, as an upload does;
+//! reading needs view access; every refusal of a base, or of a source that is not that
+//! base's, is the base's "not found". Creating, changing and deleting write an audit row
+//! naming the actor, the collection and the credential's id, never the configuration.
+
+use crate::State;
+use crate::error::{KnowledgeError, invalid};
+use crate::fields::{self, Field};
+use lambda_http::{Body, Request, RequestExt, Response};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sluice_domain::Caller;
+use sluice_domain::access::{self, Access, SecretOwnership};
+use sluice_domain::sync::{S3Location, Schedule, SyncMode, check_role_arn, external_id};
+use sluice_store::{Audit, KnowledgeBase, RunStart, SYNC_RUN_TOPIC, SyncSource};
+use sluice_web::json_response;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// A source as the API answers it: where it reads, which credential it names (never a
+/// value), and what a role's trust policy must say.
+#[derive(Debug, Serialize)]
+struct SourceView {
+    id: Uuid,
+    kb_id: Uuid,
+    collection_name: String,
+    name: String,
+    #[serde(rename = "type")]
+    source_type: &'static str,
+    config: S3Location,
+    credential: Value,
+    sync_mode: &'static str,
+    schedule: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    next_run_at: Option<OffsetDateTime>,
+    event_driven: bool,
+    organizational_unit: Option<String>,
+    max_removal_percent: i32,
+    has_file: bool,
+    #[serde(with = "time::serde::rfc3339")]
+    created_at: OffsetDateTime,
+}
+
+fn view(source: SyncSource) -> SourceView {
+    let credential = match (&source.role_arn, source.secret_id) {
+        (Some(role), _) => serde_json::json!({
+            "role_arn": role,
+            "external_id": external_id(source.org_id, source.created_by),
+        }),
+        (None, secret) => serde_json::json!({ "secret_id": secret }),
+    };
+    SourceView {
+        id: source.id,
+        kb_id: source.kb_id,
+        collection_name: source.collection_name,
+        name: source.name,
+        source_type: "s3",
+        config: source.location,
+        credential,
+        sync_mode: source.sync_mode.as_str(),
+        schedule: source.schedule,
+        next_run_at: source.next_run_at,
+        event_driven: source.event_driven,
+        organizational_unit: source.organizational_unit,
+        max_removal_percent: source.max_removal_percent,
+        has_file: false,
+        created_at: source.created_at,
+    }
+}
+
+/// The base, when the caller reaches it at `at_least`; otherwise the base's "not found".
+async fn base_for(
+    state: &State,
+    caller: &Caller,
+    kb_id: Uuid,
+    at_least: Access,
+) -> Result<KnowledgeBase, KnowledgeError> {
+    let held = state.db.knowledge_base(kb_id, caller.user_id).await?.ok_or(KnowledgeError::NotFound)?;
+    if access::decide(caller, &held.base.ownership(), held.grant) < at_least {
+        return Err(KnowledgeError::NotFound);
+    }
+    Ok(held.base)
+}
+
+/// The source, when it is this base's; another base's source is answered as missing.
+async fn source_of(state: &State, base: &KnowledgeBase, id: Uuid) -> Result<SyncSource, KnowledgeError> {
+    state.db.sync_source(id).await?.filter(|s| s.kb_id == base.id).ok_or(KnowledgeError::Missing("Sync source"))
+}
+
+/// A refusal naming a field that is not a fixed name (`config.bucket`).
+fn refused(field: impl Into<String>, message: impl Into<String>) -> KnowledgeError {
+    let message = message.into();
+    KnowledgeError::InvalidFields { message: message.clone(), fields: vec![(field.into(), message)] }
+}
+
+/// The credential a source names: `{role_arn}` or `{secret_id}`, exactly one. A secret
+/// must be an `aws_credentials` pair the caller may see, of the base's organization.
+async fn credential(
+    state: &State,
+    caller: &Caller,
+    base: &KnowledgeBase,
+    value: &Value,
+) -> Result<(Option<String>, Option<Uuid>), KnowledgeError> {
+    let object = value
+        .as_object()
+        .ok_or_else(|| invalid("credential", "credential is {\"role_arn\": …} or {\"secret_id\": …}"))?;
+    if let Some(unknown) = object.keys().find(|k| !["role_arn", "secret_id"].contains(&k.as_str())) {
+        return Err(refused(
+            format!("credential.{unknown}"),
+            "a source names its credential by role_arn or secret_id; a key pair goes in the vault (POST /secrets)",
+        ));
+    }
+    match (object.get("role_arn"), object.get("secret_id")) {
+        (Some(Value::String(role)), None) => {
+            check_role_arn(role).map_err(|why| refused("credential.role_arn", why))?;
+            Ok((Some(role.clone()), None))
+        }
+        (None, Some(Value::String(id))) => {
+            let not_found = || refused("credential.secret_id", "no aws_credentials secret you may use has this id");
+            let id = Uuid::parse_str(id).map_err(|_| not_found())?;
+            let secret = state.db.secret_meta(id).await?.ok_or_else(not_found)?;
+            let ownership = SecretOwnership {
+                owner_id: secret.owner_id,
+                org_id: secret.org_id,
+                shared_with_org: secret.visibility == "org",
+            };
+            if !access::may_see_secret(caller, &ownership) || secret.org_id != base.org_id {
+                return Err(not_found());
+            }
+            if secret.kind != "aws_credentials" {
+                return Err(refused("credential.secret_id", "the secret is not an aws_credentials key pair"));
+            }
+            Ok((None, Some(id)))
+        }
+        _ => Err(invalid("credential", "credential names exactly one of role_arn and secret_id")),
+    }
+}
+
+const SOURCE_FIELDS: &[&str] = &[
+    "type",
+    "name",
+    "config",
+    "credential",
+    "sync_mode",
+    "schedule",
+    "organizational_unit",
+    "event_driven",
+    "max_removal_percent",
+];
+
+/// Applies a body's fields to `source` (every field optional: the caller fills defaults).
+async fn apply_fields(
+    state: &State,
+    caller: &Caller,
+    base: &KnowledgeBase,
+    body: &Map<String, Value>,
+    source: &mut SyncSource,
+) -> Result<(), KnowledgeError> {
+    match body.get("type") {
+        None => {}
+        Some(Value::String(t)) if t == "s3" => {}
+        Some(_) => return Err(invalid("type", "type must be s3, the one connector of this deployment")),
+    }
+    if let Field::Set(name) = fields::text(body, "name")? {
+        if name.chars().count() > 200 {
+            return Err(invalid("name", "a name is at most 200 characters"));
+        }
+        source.name = name;
+    }
+    if let Some(config) = body.get("config") {
+        source.location = S3Location::from_config(config).map_err(|r| refused(r.field, r.message))?;
+    }
+    if let Some(value) = body.get("credential") {
+        (source.role_arn, source.secret_id) = credential(state, caller, base, value).await?;
+    }
+    if let Field::Set(mode) = fields::text(body, "sync_mode")? {
+        source.sync_mode =
+            SyncMode::parse(&mode).ok_or_else(|| invalid("sync_mode", "sync_mode is new_only, update_only or full"))?;
+    }
+    match fields::text(body, "schedule") {
+        Ok(Field::Set(schedule)) => {
+            Schedule::parse(&schedule).map_err(|why| invalid("schedule", why))?;
+            source.schedule = Some(schedule);
+        }
+        Ok(Field::Null) => source.schedule = None,
+        Ok(Field::Absent) => {}
+        Err(_) => return Err(invalid("schedule", "a schedule is rate(<n> <unit>) or cron(<six fields>)")),
+    }
+    match fields::text(body, "organizational_unit") {
+        Ok(Field::Set(unit)) if unit.chars().count() <= 200 => {
+            source.organizational_unit = Some(unit.trim().to_owned())
+        }
+        Ok(Field::Null) => source.organizational_unit = None,
+        Ok(Field::Absent) => {}
+        _ => return Err(invalid("organizational_unit", "an organizational unit is text of at most 200 characters")),
+    }
+    match body.get("event_driven") {
+        None => {}
+        Some(Value::Bool(flag)) => source.event_driven = *flag,
+        Some(_) => return Err(invalid("event_driven", "event_driven must be true or false")),
+    }
+    match body.get("max_removal_percent") {
+        None => {}
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|p| p <= 100) => {
+            source.max_removal_percent = i32::try_from(n.as_u64().unwrap_or(50)).unwrap_or(50);
+        }
+        Some(_) => return Err(invalid("max_removal_percent", "max_removal_percent is a whole number from 0 to 100")),
+    }
+    Ok(())
+}
+
+/// `POST /kb/{kb_id}/sync-sources`.
+pub async fn create(
+    state: &State,
+    caller: &Caller,
+    kb_id: Uuid,
+    request: &Request,
+) -> Result<Response<Body>, KnowledgeError> {
+    let base = base_for(state, caller, kb_id, Access::Edit).await?;
+    let body = fields::object(request)?;
+    fields::only(&body, SOURCE_FIELDS)?;
+    for required in ["type", "name", "config", "credential"] {
+        if !body.contains_key(required) {
+            return Err(refused(required, format!("{required} is required")));
+        }
+    }
+    let now = OffsetDateTime::now_utc();
+    let mut source = SyncSource {
+        id: Uuid::new_v4(),
+        kb_id: base.id,
+        collection_name: base.collection_name.clone(),
+        org_id: base.org_id,
+        created_by: caller.user_id,
+        name: String::new(),
+        location: S3Location { bucket: String::new(), prefix: String::new(), region: None },
+        role_arn: None,
+        secret_id: None,
+        sync_mode: SyncMode::NewOnly,
+        schedule: None,
+        next_run_at: None,
+        event_driven: false,
+        organizational_unit: None,
+        max_removal_percent: 50,
+        created_at: now,
+        updated_at: now,
+    };
+    apply_fields(state, caller, &base, &body, &mut source).await?;
+    let who = Audit { actor_id: caller.user_id, previous_collection: None };
+    if !state.db.insert_sync_source(&source, &who).await? {
+        return Err(KnowledgeError::NotFound);
+    }
+    let stored = state.db.sync_source(source.id).await?.ok_or(KnowledgeError::NotFound)?;
+    Ok(json_response(201, &view(stored)))
+}
+
+/// `GET /kb/{kb_id}/sync-sources`.
+pub async fn list(state: &State, caller: &Caller, kb_id: Uuid) -> Result<Response<Body>, KnowledgeError> {
+    let base = base_for(state, caller, kb_id, Access::View).await?;
+    let sources: Vec<SourceView> = state.db.sync_sources_of(base.id).await?.into_iter().map(view).collect();
+    Ok(json_response(200, &serde_json::json!({ "sources": sources })))
+}
+
+/// `GET /kb/{kb_id}/sync-sources/{id}`.
+pub async fn get(state: &State, caller: &Caller, kb_id: Uuid, id: Uuid) -> Result<Response<Body>, KnowledgeError> {
+    let base = base_for(state, caller, kb_id, Access::View).await?;
+    Ok(json_response(200, &view(source_of(state, &base, id).await?)))
+}
+
+/// `PATCH /kb/{kb_id}/sync-sources/{id}`: a `collection_name` naming another base is
+/// refused (repointing a source changes who can read what it ingests).
+pub async fn patch(
+    state: &State,
+    caller: &Caller,
+    kb_id: Uuid,
+    id: Uuid,
+    request: &Request,
+) -> Result<Response<Body>, KnowledgeError> {
+    let base = base_for(state, caller, kb_id, Access::Edit).await?;
+    let mut source = source_of(state, &base, id).await?;
+    let mut body = fields::object(request)?;
+    if let Some(name) = body.remove("collection_name")
+        && name.as_str() != Some(base.collection_name.as_str())
+    {
+        return Err(invalid(
+            "collection_name",
+            "a source of this base feeds this base's collection; it cannot be repointed from here",
+        ));
+    }
+    fields::only(&body, SOURCE_FIELDS)?;
+    apply_fields(state, caller, &base, &body, &mut source).await?;
+    let who = Audit { actor_id: caller.user_id, previous_collection: None };
+    if !state.db.update_sync_source(&source, &who).await? {
+        return Err(KnowledgeError::Missing("Sync source"));
+    }
+    let stored = state.db.sync_source(id).await?.ok_or(KnowledgeError::Missing("Sync source"))?;
+    Ok(json_response(200, &view(stored)))
+}
+
+/// `DELETE /kb/{kb_id}/sync-sources/{id}`: its claims go, and the documents no other
+/// source claims are removed with their chunks.
+pub async fn delete(state: &State, caller: &Caller, kb_id: Uuid, id: Uuid) -> Result<Response<Body>, KnowledgeError> {
+    let base = base_for(state, caller, kb_id, Access::Edit).await?;
+    source_of(state, &base, id).await?;
+    let who = Audit { actor_id: caller.user_id, previous_collection: None };
+    // The removed documents' stored objects were queued for removal with the delete; the
+    // sweep runs the queue.
+    let Some((removed, _removal)) = state.db.delete_sync_source(id, &who).await? else {
+        return Err(KnowledgeError::Missing("Sync source"));
+    };
+    Ok(json_response(200, &serde_json::json!({ "deleted": true, "documents_removed": removed })))
+}
+
+/// `POST /kb/{kb_id}/sync-sources/{id}/sync` `{confirm_removals?}`: `202` with the run's
+/// id; the log row exists before the work. A run still going is not started twice (`409`).
+pub async fn sync(
+    state: &State,
+    caller: &Caller,
+    kb_id: Uuid,
+    id: Uuid,
+    request: &Request,
+) -> Result<Response<Body>, KnowledgeError> {
+    let base = base_for(state, caller, kb_id, Access::Edit).await?;
+    let source = source_of(state, &base, id).await?;
+    let confirm = if sluice_web::body_bytes(request).is_empty() {
+        false
+    } else {
+        let body = fields::object(request)?;
+        fields::only(&body, &["confirm_removals"])?;
+        match body.get("confirm_removals") {
+            None => false,
+            Some(Value::Bool(flag)) => *flag,
+            Some(_) => return Err(invalid("confirm_removals", "confirm_removals must be true or false")),
+        }
+    };
+    match state.db.start_sync_run(source.id, "manual", confirm).await? {
+        RunStart::Started { run_id, outbox_id } => {
+            let payload = serde_json::json!({ "run_id": run_id, "step": 0 });
+            match state.dispatcher.send(SYNC_RUN_TOPIC, &payload).await {
+                Ok(()) => state.db.mark_dispatched(outbox_id).await?,
+                Err(error) => tracing::warn!(error = %error, %run_id, "run not sent; the sweep sends it"),
+            }
+            Ok(json_response(202, &serde_json::json!({ "run_id": run_id, "status": "running" })))
+        }
+        RunStart::AlreadyRunning(run_id) => Err(KnowledgeError::Conflict {
+            field: "source",
+            message: format!("a run of this source is still going ({run_id}); it is not started twice"),
+        }),
+        RunStart::SourceGone => Err(KnowledgeError::Missing("Sync source")),
+    }
+}
+
+/// `limit` (1–100, default 20) and `offset` from the query.
+fn page(request: &Request) -> Result<(i64, i64), KnowledgeError> {
+    let query = request.query_string_parameters();
+    let number = |name: &'static str, default: i64, max: i64| match query.first(name) {
+        None => Ok(default),
+        Some(v) => v
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (0..=max).contains(n))
+            .ok_or_else(|| invalid(name, format!("{name} is a whole number from 0 to {max}"))),
+    };
+    Ok((number("limit", 20, 100)?.max(1), number("offset", 0, i64::MAX)?))
+}
+
+/// `GET /kb/{kb_id}/sync-sources/{id}/logs`: another base's source is `404`, not an empty list.
+pub async fn logs(
+    state: &State,
+    caller: &Caller,
+    kb_id: Uuid,
+    id: Uuid,
+    request: &Request,
+) -> Result<Response<Body>, KnowledgeError> {
+    let base = base_for(state, caller, kb_id, Access::View).await?;
+    let source = source_of(state, &base, id).await?;
+    let (limit, offset) = page(request)?;
+    let (runs, total) = state.db.sync_runs_of_source(source.id, limit, offset).await?;
+    Ok(json_response(200, &serde_json::json!({ "logs": runs, "total": total, "limit": limit, "offset": offset })))
+}
+
+/// `GET /rag/sync/logs`: the runs of every base the caller can view.
+pub async fn all_logs(state: &State, caller: &Caller, request: &Request) -> Result<Response<Body>, KnowledgeError> {
+    let (limit, offset) = page(request)?;
+    let bases: Vec<Uuid> = state
+        .db
+        .candidate_knowledge_bases(caller.user_id, caller.org_id)
+        .await?
+        .into_iter()
+        .filter(|held| access::decide(caller, &held.base.ownership(), held.grant) >= Access::View)
+        .map(|held| held.base.id)
+        .collect();
+    let (runs, total) = state.db.sync_runs_of_bases(&bases, limit, offset).await?;
+    Ok(json_response(200, &serde_json::json!({ "logs": runs, "total": total, "limit": limit, "offset": offset })))
+}
