@@ -1,4 +1,6 @@
-//! S3 event notifications as they arrive in an SQS body. Decoded tolerantly: optional
+//! S3 event notifications as they arrive in an SQS body — S3's own, or EventBridge's
+//! `Object Created`/`Object Deleted` events (keys as EventBridge sends them, not encoded).
+//! Decoded tolerantly: optional
 //! fields (`userIdentity`, `requestParameters`, `size`, `eTag`, `versionId`) may be
 //! missing, the `s3:TestEvent` S3 sends when a notification is configured is recognised,
 //! and keys are form-URL-decoded (`%2F`, and `+` for a space), as S3 encodes them.
@@ -73,8 +75,56 @@ struct Object {
     version_id: Option<String>,
 }
 
+/// An EventBridge event about an S3 object.
+#[derive(Deserialize)]
+struct BridgeEvent {
+    source: String,
+    #[serde(rename = "detail-type")]
+    detail_type: String,
+    detail: BridgeDetail,
+}
+
+#[derive(Deserialize)]
+struct BridgeDetail {
+    bucket: Bucket,
+    object: BridgeObject,
+}
+
+#[derive(Deserialize)]
+struct BridgeObject {
+    key: String,
+    #[serde(default)]
+    size: Option<u64>,
+    #[serde(default)]
+    etag: Option<String>,
+    #[serde(rename = "version-id", default)]
+    version_id: Option<String>,
+}
+
+fn from_bridge(event: BridgeEvent) -> Result<S3Message, DecodeError> {
+    if event.source != "aws.s3" {
+        return Err(DecodeError(format!("an EventBridge event from {}", event.source)));
+    }
+    let change = match event.detail_type.as_str() {
+        "Object Created" => Change::Created,
+        "Object Deleted" => Change::Removed,
+        _ => Change::Other,
+    };
+    Ok(S3Message::Changes(vec![ObjectChange {
+        change,
+        bucket: event.detail.bucket.name,
+        key: event.detail.object.key,
+        size: event.detail.object.size,
+        etag: event.detail.object.etag,
+        version_id: event.detail.object.version_id,
+    }]))
+}
+
 /// Decodes one SQS message body.
 pub fn decode(body: &str) -> Result<S3Message, DecodeError> {
+    if let Ok(event) = serde_json::from_str::<BridgeEvent>(body) {
+        return from_bridge(event);
+    }
     let notification: Notification = serde_json::from_str(body).map_err(|e| DecodeError(e.to_string()))?;
     if notification.event.as_deref() == Some("s3:TestEvent") {
         return Ok(S3Message::Test);
@@ -126,6 +176,19 @@ mod tests {
         assert_eq!(changes[0].key, "uploads/u/ab_my file+1.pdf");
         assert_eq!(changes[0].etag.as_deref(), Some("abc"));
         assert_eq!(changes[0].size, None);
+    }
+
+    #[test]
+    fn an_eventbridge_object_event_decodes_with_its_key_as_sent() {
+        let body = r#"{"version":"0","id":"1","detail-type":"Object Created","source":"aws.s3","account":"1",
+            "time":"2026-12-01T00:00:00Z","region":"us-east-1","resources":["arn:aws:s3:::b"],
+            "detail":{"version":"0","bucket":{"name":"b"},"object":{"key":"inbox/a b.md","size":5,"etag":"e1"}}}"#;
+        let S3Message::Changes(changes) = decode(body).expect("decoded") else { panic!("not changes") };
+        assert_eq!((changes[0].change, changes[0].key.as_str()), (Change::Created, "inbox/a b.md"));
+        let deleted = body.replace("Object Created", "Object Deleted");
+        let S3Message::Changes(changes) = decode(&deleted).expect("decoded") else { panic!("not changes") };
+        assert_eq!(changes[0].change, Change::Removed);
+        assert!(decode(&body.replace("aws.s3", "my.app")).is_err());
     }
 
     #[test]
