@@ -103,7 +103,13 @@ async fn documents(stack: &Stack, user: &User, kb: &str) -> Vec<(String, String,
         .iter()
         .map(|r| (r.get(0), r.get(1), r.get(2)))
         .collect();
-    assert_eq!(rows.len(), listed["documents"].as_array().map_or(0, Vec::len), "{listed}");
+    let listed = listed["documents"].as_array().expect("documents");
+    assert_eq!(rows.len(), listed.len(), "{listed:?}");
+    // A synced document keeps no original, and says so.
+    for document in listed.iter().filter(|d| d["source"] == "s3") {
+        assert_eq!(document["has_file"], false, "{document}");
+        assert!(document["source_path"].as_str().is_some_and(|p| p.starts_with("s3://")), "{document}");
+    }
     rows.sort();
     rows
 }
@@ -319,7 +325,6 @@ async fn a_source_refuses_what_it_may_not_decide_and_answers_strangers_as_missin
     let (_, shown) = stack.call_json(&user, Method::GET, &format!("/kb/{kb}/sync-sources/{source}"), None).await;
     let org = user_org(&stack, &user, &kb).await;
     assert_eq!(shown["credential"]["external_id"], sluice_domain::sync::external_id(Some(org), user.id));
-    assert_eq!(shown["has_file"], false);
     assert!(shown["next_run_at"].is_string(), "{shown}");
     // Repointing at another base's collection is refused here.
     let (status, refused) = stack

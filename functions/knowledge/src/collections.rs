@@ -150,6 +150,8 @@ pub async fn documents(
                 "vector_document_id": d.vector_document_id,
                 "organizational_unit": d.organizational_unit,
                 "has_file": d.storage_path.is_some(),
+                "source": d.source,
+                "source_path": d.source_path,
                 "created_at": d.created_at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
                 "completed_at": d.completed_at.and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok()),
             })

@@ -37,7 +37,6 @@ struct SourceView {
     event_driven: bool,
     organizational_unit: Option<String>,
     max_removal_percent: i32,
-    has_file: bool,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
 }
@@ -64,7 +63,6 @@ fn view(source: SyncSource) -> SourceView {
         event_driven: source.event_driven,
         organizational_unit: source.organizational_unit,
         max_removal_percent: source.max_removal_percent,
-        has_file: false,
         created_at: source.created_at,
     }
 }

@@ -13,6 +13,9 @@
 //!   refused, listing the ids, when several hold it and none is named; with no base holding
 //!   it (what `rag-ingest` leaves), every document row under the name goes and its table is
 //!   dropped. It commits the teardown, sends its job and prints one JSON object.
+//! - `sluice rag-ingest PATH --collection NAME [--knowledge-base ID] [--mode MODE]` ingests
+//!   a local directory the way a sync source does (see `ingest.rs`), with a progress bar,
+//!   and prints what became of the files as JSON.
 //! - `sluice sync SOURCE_ID [--confirm-removals]` runs a sync source in the foreground: it
 //!   lists the source's bucket here, page by page, through the same decisions as a run the
 //!   API starts, hands the files to fetch to the deployment's parse queue, and shows a
@@ -21,6 +24,9 @@
 //! - `sluice migrate` is the deploy's migrate step: with the administrator's login
 //!   (`SLUICE_DB_ADMIN_SECRET_ID`) it applies the migrations and creates or updates the
 //!   application login (`SLUICE_DB_SECRET_ID`); it prints what it applied as JSON.
+
+mod ingest;
+mod sync;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -68,6 +74,20 @@ enum Command {
     },
     /// Apply the migrations and create the application login (the deploy's migrate step).
     Migrate,
+    /// Ingest a local directory into a collection, addressed by absolute path, with a progress bar.
+    RagIngest {
+        /// The directory (or one file).
+        path: std::path::PathBuf,
+        /// The collection the documents go to.
+        #[arg(long)]
+        collection: String,
+        /// The base to file them under when several hold the collection.
+        #[arg(long = "knowledge-base")]
+        knowledge_base: Option<Uuid>,
+        /// new_only (default), update_only or full.
+        #[arg(long, default_value = "new_only", value_parser = parse_mode)]
+        mode: sluice_domain::sync::SyncMode,
+    },
     /// Run a sync source in the foreground, with a progress bar.
     Sync {
         /// The source's id.
@@ -84,6 +104,10 @@ enum Command {
         #[arg(long = "knowledge-base")]
         knowledge_base: Option<Uuid>,
     },
+}
+
+fn parse_mode(value: &str) -> Result<sluice_domain::sync::SyncMode, String> {
+    sluice_domain::sync::SyncMode::parse(value).ok_or_else(|| "new_only, update_only or full".to_owned())
 }
 
 fn main() -> ExitCode {
@@ -115,106 +139,10 @@ async fn run() -> ExitCode {
         Command::Parse { file, mime, text } => parse(&file, mime.as_deref(), text),
         Command::RagDrop { name, knowledge_base } => rag_drop(&name, knowledge_base).await,
         Command::Migrate => migrate().await,
-        Command::Sync { source_id, confirm_removals } => sync(source_id, confirm_removals).await,
-    }
-}
-
-/// The deployment's configuration as an operator's shell has it: the key from
-/// `SLUICE_KMS_KEY_ID` (else the local stack's alias), the parse queue from
-/// `SLUICE_PARSE_QUEUE_URL` (else the local stack's `sluice-parse`).
-async fn operator_config(sdk: &aws_config::SdkConfig) -> Result<sluice_domain::Config, String> {
-    let key = match std::env::var("SLUICE_KMS_KEY_ID") {
-        Ok(key) => key,
-        Err(_) => {
-            let alias = std::env::var("SLUICE_KMS_KEY_ALIAS").map_err(|_| "SLUICE_KMS_KEY_ID is not set".to_owned())?;
-            let described = aws_sdk_kms::Client::new(sdk).describe_key().key_id(alias).send().await;
-            described.ok().and_then(|d| d.key_metadata?.arn).ok_or("the key alias does not resolve")?
+        Command::RagIngest { path, collection, knowledge_base, mode } => {
+            ingest::run(&path, &collection, knowledge_base, mode).await
         }
-    };
-    let parse_queue = match std::env::var("SLUICE_PARSE_QUEUE_URL") {
-        Ok(url) => Some(url),
-        Err(_) => {
-            let sqs = aws_sdk_sqs::Client::new(sdk);
-            sqs.get_queue_url().queue_name("sluice-parse").send().await.ok().and_then(|o| o.queue_url)
-        }
-    };
-    sluice_domain::Config::from_lookup(|name| match name {
-        "SLUICE_KMS_KEY_ID" => Some(key.clone()),
-        "SLUICE_PARSE_QUEUE_URL" => parse_queue.clone(),
-        other => std::env::var(other).ok(),
-    })
-    .map_err(|e| e.to_string())
-}
-
-/// `sluice sync`: see the module's comment.
-async fn sync(source_id: Uuid, confirm_removals: bool) -> ExitCode {
-    let fail = |error: String| {
-        eprintln!("{}", serde_json::json!({ "error": error }));
-        ExitCode::FAILURE
-    };
-    let sdk = sluice_blob::sdk_config().await;
-    let config = match operator_config(&sdk).await {
-        Ok(config) => config,
-        Err(error) => return fail(error),
-    };
-    let db = match sluice_store::Db::from_env(&sdk, 2).await {
-        Ok(db) => db,
-        Err(error) => return fail(format!("database: {error}")),
-    };
-    let extractor = match sluice_isolate::Extractor::current_exe(config.parse_max_memory_bytes) {
-        Ok(extractor) => extractor,
-        Err(error) => return fail(format!("worker: {error}")),
-    };
-    let blob = sluice_blob::Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
-    let state = sluice_parse::State::new(config, db.clone(), blob, extractor, &sdk);
-    let run_id = match db.start_sync_run(source_id, "operator", confirm_removals).await {
-        Ok(sluice_store::RunStart::Started { run_id, outbox_id }) => {
-            // This process lists it: the outbox row is not for anyone else to send.
-            if let Err(error) = db.mark_dispatched(outbox_id).await {
-                return fail(format!("database: {error}"));
-            }
-            run_id
-        }
-        Ok(sluice_store::RunStart::AlreadyRunning(run_id)) => {
-            return fail(format!("a run of this source is still going: {run_id}"));
-        }
-        Ok(sluice_store::RunStart::SourceGone) => return fail("no such sync source".to_owned()),
-        Err(error) => return fail(format!("database: {error}")),
-    };
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-    );
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
-    let (mut listed, mut skipped) = (0, 0);
-    let job = sluice_store::SyncRunJob { run_id, step: 0 };
-    let listing = sluice_parse::sync::list_pages(&state, job, None, |page_listed, page_skipped| {
-        listed += page_listed;
-        skipped += page_skipped;
-        bar.set_message(format!("listing: {listed} files listed, {skipped} skipped"));
-    })
-    .await;
-    if let Err(error) = listing {
-        bar.abandon();
-        return fail(format!("the listing stopped: {error}; the sweep goes on with it"));
-    }
-    loop {
-        let run = match db.sync_run(run_id).await {
-            Ok(Some(run)) => run,
-            Ok(None) => return fail("the run is gone (its source was deleted)".to_owned()),
-            Err(error) => return fail(format!("database: {error}")),
-        };
-        bar.set_message(format!(
-            "{} listed, {} skipped, {} ingested, {} updated, {} failed, {} removed, {} pending",
-            run.total, run.skipped, run.ingested, run.updated, run.failed, run.removed, run.pending
-        ));
-        if run.status != "running" {
-            bar.finish();
-            println!("{}", serde_json::to_value(&run).unwrap_or_default());
-            return if run.status == "done" { ExitCode::SUCCESS } else { ExitCode::FAILURE };
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        Command::Sync { source_id, confirm_removals } => sync::run(source_id, confirm_removals).await,
     }
 }
 

@@ -197,8 +197,9 @@ impl Db {
         tx.execute(
             "INSERT INTO rag_documents (id, collection_name, kb_id, org_id, owner_id, filename, filesize, filetype, \
              mime_type, status, storage_path, organizational_unit, source, document_date, content_hash, ingestion_config, \
-             upload_expires_at, replace_previous, source_path, writer_kind) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'processing', $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
+             upload_expires_at, replace_previous, source_path, writer_kind, source_etag, replaces_document_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'processing', $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
+             $20, $21)",
             &[
                 &new.id,
                 &new.collection_name,
@@ -219,6 +220,8 @@ impl Db {
                 &new.replace_previous,
                 &new.source_path,
                 &new.writer_kind(),
+                &new.sync.as_ref().and_then(|s| s.etag.clone()),
+                &new.sync.as_ref().and_then(|s| s.replaces),
             ],
         )
         .await?;

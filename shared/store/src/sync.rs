@@ -987,6 +987,26 @@ impl Db {
             .await?)
     }
 
+    /// The stored document in a base that a file at `address` named `label` corresponds
+    /// to (the one lookup a run makes, for one file).
+    pub async fn existing_document(
+        &self,
+        kb_id: Uuid,
+        address: &str,
+        label: &str,
+    ) -> Result<Option<Existing>, StoreError> {
+        let client = self.client().await?;
+        let found = existing_documents(&client, kb_id, &[address.to_owned()], &[label.to_owned()]).await?;
+        Ok(found.into_iter().next().flatten())
+    }
+
+    /// The status of each of `ids` that still exists.
+    pub async fn document_statuses(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, String>, StoreError> {
+        let client = self.client().await?;
+        let rows = client.query("SELECT id, status FROM rag_documents WHERE id = ANY($1)", &[&ids]).await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
     /// Audit rows about one subject, oldest first: (action, actor, collection, credential).
     pub async fn audit_entries(&self, subject: Uuid) -> Result<Vec<serde_json::Value>, StoreError> {
         let client = self.client().await?;
