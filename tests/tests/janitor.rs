@@ -173,7 +173,7 @@ async fn a_sweep_reports_a_count_for_every_task() {
     let report = sluice_sweep::handle(&state, OffsetDateTime::now_utc()).await.expect("a clean run");
     let logged = serde_json::to_value(&report).expect("json");
     let counts = logged.as_object().expect("an object");
-    assert_eq!(counts.len(), 9, "eight tasks and the failed ones: {logged}");
+    assert_eq!(counts.len(), 12, "eleven tasks and the failed ones: {logged}");
     for (task, count) in counts.iter().filter(|(task, _)| *task != "failed_tasks") {
         assert!(count.is_u64(), "{task}: {logged}");
     }

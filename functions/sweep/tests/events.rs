@@ -33,6 +33,9 @@ async fn a_run_that_cannot_reach_the_database_fails() {
         "stale_documents",
         "removals_run",
         "expired_chat_files",
+        "sync_runs_started",
+        "sync_runs_resumed",
+        "sync_runs_closed",
     ];
     tasks.extend(std::iter::repeat_n("unnamed_objects", sluice_sweep::SCANNED_PREFIXES.len()));
     assert_eq!(failed, tasks);
