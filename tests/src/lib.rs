@@ -231,6 +231,21 @@ impl Stack {
         (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}")))
     }
 
+    /// Uploads a document into a base (`POST /kb/{kb_id}/documents`); its `202` answer.
+    pub async fn upload_document(&self, user: &User, kb_id: &str, filename: &str, bytes: &[u8]) -> serde_json::Value {
+        let form = file_form(filename, None, bytes.to_vec());
+        let response = self
+            .http
+            .post(self.url(&format!("/kb/{kb_id}/documents")))
+            .header("authorization", user.bearer())
+            .multipart(form)
+            .send()
+            .await
+            .expect("upload");
+        assert_eq!(response.status().as_u16(), 202);
+        response.json().await.expect("json")
+    }
+
     /// Writes an object as a stray would land: plain bytes, no row, no encryption asked.
     pub async fn put_plain(&self, key: &str, bytes: &[u8]) {
         self.s3.put_object().bucket(&self.bucket).key(key).body(bytes.to_vec().into()).send().await.expect("put");

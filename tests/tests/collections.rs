@@ -22,17 +22,7 @@ fn conflict_field(answer: &Value) -> bool {
 
 /// Uploads a small document into the base and waits until it is indexed; its id.
 async fn indexed_document(stack: &Stack, user: &User, kb_id: &str, text: &str) -> Uuid {
-    let form = sluice_e2e::file_form("note.md", None, text.as_bytes().to_vec());
-    let response = stack
-        .http
-        .post(stack.url(&format!("/kb/{kb_id}/documents")))
-        .header("authorization", user.bearer())
-        .multipart(form)
-        .send()
-        .await
-        .expect("upload");
-    assert_eq!(response.status().as_u16(), 202);
-    let answer: Value = response.json().await.expect("json");
+    let answer = stack.upload_document(user, kb_id, "note.md", text.as_bytes()).await;
     let started = std::time::Instant::now();
     loop {
         let (_, status) = stack.call_json(user, Method::GET, &format!("/kb/{kb_id}/ingestion"), None).await;

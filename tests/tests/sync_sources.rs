@@ -465,3 +465,33 @@ async fn an_assumed_role_carries_the_organization_s_external_id() {
     client.get("x/a.md", 1024).await.expect("fetched");
     assert_eq!(client.get_requests(), 1, "the interceptor counts each GetObject sent");
 }
+
+#[tokio::test]
+async fn an_uploaded_copy_of_a_synced_file_is_adopted_rather_than_duplicated() {
+    let stack = Stack::from_env().await;
+    let stub = StubProvider::start(vec![StubProvider::sized()], 384).await;
+    let (user, kb) = editor_and_base(&stack, &stub).await;
+    let text = "The travel policy: book economy for flights under six hours.";
+    stack.upload_document(&user, &kb, "travel.md", text.as_bytes()).await;
+    eventually("the upload is indexed", Duration::from_secs(60), async || {
+        documents(&stack, &user, &kb).await.iter().any(|(_, _, s)| s == "done")
+    })
+    .await;
+    let embedded = stub.requests();
+    // The same bytes under another name: no address, no filename matches; the content hash
+    // after the download finds the upload, which the source adopts.
+    let bucket = source_bucket(&stack).await;
+    put(&stack, &bucket, "policies/travel-policy.md", text).await;
+    let secret = key_pair(&stack, &user).await;
+    let source = new_source(&stack, &user, &kb, s3_source(&bucket, "policies/", &secret)).await;
+    let first = run(&stack, &user, &kb, &source, None).await;
+    assert_eq!(counts(&first), [1, 0, 0, 1, 0, 0], "{first}");
+    assert_eq!(first["fetched"].as_i64(), Some(1), "{first}");
+    assert_eq!(stub.requests(), embedded, "nothing embedded again");
+    let docs = documents(&stack, &user, &kb).await;
+    assert_eq!(docs.len(), 1, "{docs:?}");
+    assert_eq!(docs[0].0, format!("s3://{bucket}/policies/travel-policy.md"));
+    // Adopted, it is the source's from now on: the next run skips it unread.
+    let second = run(&stack, &user, &kb, &source, None).await;
+    assert_eq!((second["skipped"].as_i64(), second["fetched"].as_i64()), (Some(1), Some(0)), "{second}");
+}

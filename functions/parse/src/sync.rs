@@ -189,8 +189,10 @@ pub async fn fetch_document(state: &State, document: &Document) -> Result<(), Pa
     crate::documents::parse_bytes(state, document, fetched.bytes).await
 }
 
-/// The document `document` would replace, when it is finished and its content hash is the
-/// one just downloaded (outside `full`, which re-indexes whatever it matches).
+/// The stored document whose bytes `document`'s are, which it therefore does not replace
+/// (outside `full`, which re-indexes whatever it matches): the one it was to replace, when
+/// finished with this content hash; else, the lookup's last resort, a finished document of
+/// the base no address claims (an upload of the same file), which the source adopts.
 async fn unchanged_by_hash(
     state: &State,
     source: &SyncSource,
@@ -200,13 +202,18 @@ async fn unchanged_by_hash(
     if source.sync_mode == sluice_domain::sync::SyncMode::Full {
         return Ok(None);
     }
-    let Some(replaced) = document.sync.as_ref().and_then(|s| s.replaces) else { return Ok(None) };
-    Ok(state
-        .db
-        .document(replaced)
-        .await?
-        .filter(|d| d.status == "done" && d.content_hash.as_deref() == Some(hash))
-        .map(|d| d.id))
+    match document.sync.as_ref().and_then(|s| s.replaces) {
+        Some(replaced) => Ok(state
+            .db
+            .document(replaced)
+            .await?
+            .filter(|d| d.status == "done" && d.content_hash.as_deref() == Some(hash))
+            .map(|d| d.id)),
+        None => match document.kb_id {
+            Some(kb_id) => Ok(state.db.unaddressed_document_with_hash(kb_id, hash).await?),
+            None => Ok(None),
+        },
+    }
 }
 
 /// An object created or removed in a bucket that is not the deployment's: applied to every

@@ -1000,6 +1000,20 @@ impl Db {
         Ok(found.into_iter().next().flatten())
     }
 
+    /// A finished document of the base that no address claims (an upload) whose bytes hash
+    /// as `hash`: the last resort of the lookup, once a download has a hash to ask with.
+    pub async fn unaddressed_document_with_hash(&self, kb_id: Uuid, hash: &str) -> Result<Option<Uuid>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT id FROM rag_documents WHERE kb_id = $1 AND content_hash = $2 AND source_path IS NULL \
+                 AND status = 'done' ORDER BY created_at DESC LIMIT 1",
+                &[&kb_id, &hash],
+            )
+            .await?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
     /// The status of each of `ids` that still exists.
     pub async fn document_statuses(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, String>, StoreError> {
         let client = self.client().await?;
