@@ -242,6 +242,15 @@ async fn removal_follows_claims_holds_past_the_threshold_and_never_follows_a_bro
     assert_eq!((status, deleted["documents_removed"].as_i64()), (200, Some(1)), "{deleted}");
     let names: Vec<String> = documents(&stack, &user, &kb).await.into_iter().map(|(_, f, _)| f).collect();
     assert_eq!(names, ["one.md"]);
+    // Each decision about who reads what is recorded: created, repointed, deleted.
+    let store = stack.store(1).await;
+    let actions =
+        |entries: Vec<Value>| entries.iter().map(|e| e["action"].as_str().unwrap_or("").to_owned()).collect::<Vec<_>>();
+    let wide_audit = store.audit_entries(Uuid::parse_str(&wide).expect("id")).await.expect("audit");
+    assert_eq!(actions(wide_audit), ["sync_source.created", "sync_source.updated"]);
+    let narrow_audit = store.audit_entries(Uuid::parse_str(&narrow).expect("id")).await.expect("audit");
+    assert_eq!(actions(narrow_audit.clone()), ["sync_source.created", "sync_source.deleted"]);
+    assert!(narrow_audit.iter().all(|e| e["credential_id"] == secret.as_str() && e["actor_id"] == user.id.to_string()));
 
     // A listing that cannot complete (the bucket is gone) fails the run and removes nothing.
     for key in ["p/one.md", "p/two.md", "p/three.md", "p/shared/four.md"] {
@@ -322,6 +331,9 @@ async fn a_source_refuses_what_it_may_not_decide_and_answers_strangers_as_missin
     let role = json!({"type": "s3", "name": "by role", "config": {"bucket": "team-docs"},
         "credential": {"role_arn": "arn:aws:iam::123456789012:role/sluice-reader"}, "schedule": "cron(0 3 ? * MON *)"});
     let source = new_source(&stack, &user, &kb, role).await;
+    let (status, listed) = stack.call_json(&user, Method::GET, &format!("/kb/{kb}/sync-sources"), None).await;
+    assert_eq!(status, 200);
+    assert!(listed["sources"].as_array().expect("sources").iter().any(|s| s["id"] == source.as_str()), "{listed}");
     let (_, shown) = stack.call_json(&user, Method::GET, &format!("/kb/{kb}/sync-sources/{source}"), None).await;
     let org = user_org(&stack, &user, &kb).await;
     assert_eq!(shown["credential"]["external_id"], sluice_domain::sync::external_id(Some(org), user.id));
