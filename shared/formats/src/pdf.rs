@@ -68,6 +68,12 @@ pub fn pdf(bytes: &[u8], budget: &mut TextBudget) -> Result<PdfStats, ReadError>
             Err(Stop::Time) => return Err(ReadError::Time),
         }
     }
+    // A page tree with no page PDFium can walk is no document, not an empty one.
+    if stats.pages_read == 0 {
+        return Err(ReadError::Unreadable(
+            "the PDF has no page that can be read: its page tree is empty or broken".to_owned(),
+        ));
+    }
     if pages.len() > MAX_PAGES {
         let _ = budget.push(&format!("[Stopped after {MAX_PAGES} pages: the remaining pages were not read.]\n"));
     }

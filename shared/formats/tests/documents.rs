@@ -225,3 +225,17 @@ fn a_broken_pdf_is_unreadable_not_an_error() {
     assert_eq!(extraction.text, None);
     assert!(extraction.unreadable.is_some());
 }
+
+#[test]
+fn a_pdf_with_no_readable_page_is_unreadable_not_an_empty_document() {
+    require_pdfium();
+    let empty = pdf(&[]);
+    // The one kid of the page tree is the font object: a tree PDFium cannot walk to a page.
+    let broken = String::from_utf8(pdf(&["lost"])).expect("ascii").replace("/Kids [4 0 R]", "/Kids [3 0 R]");
+    for (name, bytes) in [("empty.pdf", empty), ("broken-tree.pdf", broken.into_bytes())] {
+        let extraction = run(name, &bytes).expect("accepted");
+        assert_eq!(extraction.text, None, "{name}");
+        let why = extraction.unreadable.expect("unreadable");
+        assert!(why.contains("no page that can be read"), "{name}: {why}");
+    }
+}
