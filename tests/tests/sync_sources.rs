@@ -507,3 +507,33 @@ async fn an_uploaded_copy_of_a_synced_file_is_adopted_rather_than_duplicated() {
     let second = run(&stack, &user, &kb, &source, None).await;
     assert_eq!((second["skipped"].as_i64(), second["fetched"].as_i64()), (Some(1), Some(0)), "{second}");
 }
+
+#[tokio::test]
+async fn update_only_ignores_what_is_new_and_full_re_indexes_what_it_matches() {
+    let stack = Stack::from_env().await;
+    let stub = StubProvider::start(vec![StubProvider::sized()], 384).await;
+    let (user, kb) = editor_and_base(&stack, &stub).await;
+    let bucket = source_bucket(&stack).await;
+    put(&stack, &bucket, "m/a.md", "The first version of a.").await;
+    let secret = key_pair(&stack, &user).await;
+    let source = new_source(&stack, &user, &kb, s3_source(&bucket, "m/", &secret)).await;
+    assert_eq!(counts(&run(&stack, &user, &kb, &source, None).await)[1], 1);
+
+    let path = format!("/kb/{kb}/sync-sources/{source}");
+    let (status, _) = stack.call_json(&user, Method::PATCH, &path, Some(json!({"sync_mode": "update_only"}))).await;
+    assert_eq!(status, 200);
+    put(&stack, &bucket, "m/a.md", "The second version of a, changed.").await;
+    put(&stack, &bucket, "m/b.md", "A new file update_only does not take.").await;
+    let update_only = run(&stack, &user, &kb, &source, None).await;
+    assert_eq!(counts(&update_only), [2, 0, 1, 1, 0, 0], "{update_only}");
+    assert_eq!(update_only["fetched"].as_i64(), Some(1), "the new file is skipped before any download: {update_only}");
+
+    let (status, _) = stack.call_json(&user, Method::PATCH, &path, Some(json!({"sync_mode": "full"}))).await;
+    assert_eq!(status, 200);
+    let embedded = stub.requests();
+    let full = run(&stack, &user, &kb, &source, None).await;
+    assert_eq!(counts(&full), [2, 1, 1, 0, 0, 0], "{full}");
+    assert_eq!(full["fetched"].as_i64(), Some(2), "{full}");
+    assert!(stub.requests() > embedded, "full re-embeds what it matches");
+    assert_eq!(documents(&stack, &user, &kb).await.len(), 2);
+}
