@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use sluice_domain::Caller;
 use sluice_domain::access::{self, Access, SecretOwnership};
 use sluice_domain::sync::{S3Location, Schedule, SyncMode, check_role_arn, external_id};
-use sluice_store::{Audit, KnowledgeBase, RunStart, SYNC_RUN_TOPIC, SyncSource};
+use sluice_store::{Audit, KnowledgeBase, RunScope, RunStart, SYNC_RUN_TOPIC, SyncSource};
 use sluice_web::json_response;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -348,6 +348,13 @@ pub async fn sync(
     }
 }
 
+/// A page of `scope`'s runs, as the query's `limit` and `offset` ask.
+async fn logs_of(state: &State, scope: RunScope<'_>, request: &Request) -> Result<Response<Body>, KnowledgeError> {
+    let (limit, offset) = page(request)?;
+    let (runs, total) = state.db.sync_runs(scope, limit, offset).await?;
+    Ok(json_response(200, &serde_json::json!({ "logs": runs, "total": total, "limit": limit, "offset": offset })))
+}
+
 /// `limit` (1–100, default 20) and `offset` from the query.
 fn page(request: &Request) -> Result<(i64, i64), KnowledgeError> {
     let query = request.query_string_parameters();
@@ -372,14 +379,11 @@ pub async fn logs(
 ) -> Result<Response<Body>, KnowledgeError> {
     let base = base_for(state, caller, kb_id, Access::View).await?;
     let source = source_of(state, &base, id).await?;
-    let (limit, offset) = page(request)?;
-    let (runs, total) = state.db.sync_runs_of_source(source.id, limit, offset).await?;
-    Ok(json_response(200, &serde_json::json!({ "logs": runs, "total": total, "limit": limit, "offset": offset })))
+    logs_of(state, RunScope::Source(source.id), request).await
 }
 
 /// `GET /rag/sync/logs`: the runs of every base the caller can view.
 pub async fn all_logs(state: &State, caller: &Caller, request: &Request) -> Result<Response<Body>, KnowledgeError> {
-    let (limit, offset) = page(request)?;
     let bases: Vec<Uuid> = state
         .db
         .candidate_knowledge_bases(caller.user_id, caller.org_id)
@@ -388,6 +392,5 @@ pub async fn all_logs(state: &State, caller: &Caller, request: &Request) -> Resu
         .filter(|held| access::decide(caller, &held.base.ownership(), held.grant) >= Access::View)
         .map(|held| held.base.id)
         .collect();
-    let (runs, total) = state.db.sync_runs_of_bases(&bases, limit, offset).await?;
-    Ok(json_response(200, &serde_json::json!({ "logs": runs, "total": total, "limit": limit, "offset": offset })))
+    logs_of(state, RunScope::Bases(&bases), request).await
 }

@@ -28,8 +28,8 @@ pub use migrate::{MigrationReport, SCHEMA_VERSION};
 pub use removals::Reaped;
 pub use search::{Hit, ScopeBase, SearchFilters};
 pub use sync::{
-    Audit, ListedFile, ListingEnd, MAX_LOGGED_FAILURES, PageOutcome, RunStart, SYNC_RUN_TOPIC, SyncRun, SyncRunJob,
-    SyncSource,
+    Audit, ListedFile, ListingEnd, MAX_LOGGED_FAILURES, PageOutcome, RunScope, RunStart, SYNC_RUN_TOPIC, SyncRun,
+    SyncRunJob, SyncSource,
 };
 pub use vectors::{VECTOR_TABLE_COMMENT, VectorTableError};
 

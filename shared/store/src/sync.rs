@@ -154,6 +154,13 @@ fn run(row: &Row) -> SyncRun {
     }
 }
 
+/// Whose runs a log answers: one source's, or those of sources on any of some bases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunScope<'a> {
+    Source(Uuid),
+    Bases(&'a [Uuid]),
+}
+
 /// How asking for a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunStart {
@@ -640,45 +647,28 @@ impl Db {
         Ok(row.as_ref().map(run))
     }
 
-    /// A source's runs, newest first.
-    pub async fn sync_runs_of_source(
+    /// The runs of `scope`, newest first, `limit` after `offset`, with how many there are.
+    pub async fn sync_runs(
         &self,
-        source_id: Uuid,
+        scope: RunScope<'_>,
         limit: i64,
         offset: i64,
     ) -> Result<(Vec<SyncRun>, i64), StoreError> {
         let client = self.client().await?;
+        let (filter, value): (&str, &(dyn tokio_postgres::types::ToSql + Sync)) = match &scope {
+            RunScope::Source(id) => ("source_id = $1", id),
+            RunScope::Bases(ids) => ("kb_id = ANY($1)", ids),
+        };
         let rows = client
             .query(
                 &format!(
-                    "SELECT {RUN_COLUMNS} FROM sync_logs WHERE source_id = $1 ORDER BY started_at DESC, id LIMIT $2 OFFSET $3"
+                    "SELECT {RUN_COLUMNS} FROM sync_logs WHERE {filter} ORDER BY started_at DESC, id LIMIT $2 OFFSET $3"
                 ),
-                &[&source_id, &limit, &offset],
+                &[value, &limit, &offset],
             )
             .await?;
         let total: i64 =
-            client.query_one("SELECT count(*) FROM sync_logs WHERE source_id = $1", &[&source_id]).await?.get(0);
-        Ok((rows.iter().map(run).collect(), total))
-    }
-
-    /// The runs of sources on any of `kb_ids`, newest first.
-    pub async fn sync_runs_of_bases(
-        &self,
-        kb_ids: &[Uuid],
-        limit: i64,
-        offset: i64,
-    ) -> Result<(Vec<SyncRun>, i64), StoreError> {
-        let client = self.client().await?;
-        let rows = client
-            .query(
-                &format!(
-                    "SELECT {RUN_COLUMNS} FROM sync_logs WHERE kb_id = ANY($1) ORDER BY started_at DESC, id LIMIT $2 OFFSET $3"
-                ),
-                &[&kb_ids, &limit, &offset],
-            )
-            .await?;
-        let total: i64 =
-            client.query_one("SELECT count(*) FROM sync_logs WHERE kb_id = ANY($1)", &[&kb_ids]).await?.get(0);
+            client.query_one(&format!("SELECT count(*) FROM sync_logs WHERE {filter}"), &[value]).await?.get(0);
         Ok((rows.iter().map(run).collect(), total))
     }
 
