@@ -464,6 +464,8 @@ async fn an_assumed_role_carries_the_organization_s_external_id() {
     let client = remote.client_for(&db, &vault, &source).await.expect("assumed");
     let page = client.list_page("x/", None, 10).await.expect("listed with the session's keys");
     assert_eq!(page.objects.len(), 1);
+    // A second client for the same role and tenant reuses the live session.
+    remote.client_for(&db, &vault, &source).await.expect("reused");
     let requests = seen.lock().expect("lock").clone();
     assert_eq!(requests.len(), 1, "{requests:?}");
     let expected = format!("ExternalId={}", sluice_domain::sync::external_id(Some(org), user));

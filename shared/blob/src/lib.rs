@@ -86,6 +86,22 @@ pub fn s3_client(config: &aws_config::SdkConfig) -> aws_sdk_s3::Client {
     aws_sdk_s3::Client::from_conf(s3_config)
 }
 
+/// A response body read whole, or `None` as soon as it passes `max_bytes` (what is past
+/// the cap is never held).
+pub async fn read_within(
+    mut body: ByteStream,
+    max_bytes: u64,
+) -> Result<Option<bytes::Bytes>, aws_sdk_s3::primitives::ByteStreamError> {
+    let mut out = bytes::BytesMut::new();
+    while let Some(chunk) = body.try_next().await? {
+        if (out.len() + chunk.len()) as u64 > max_bytes {
+            return Ok(None);
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(Some(out.freeze()))
+}
+
 /// The bucket, and the KMS key every write names.
 #[derive(Debug, Clone)]
 pub struct Blob {
@@ -175,15 +191,11 @@ impl Blob {
         if object.content_length().is_some_and(|len| len as u64 > max_bytes) {
             return Err(BlobError::TooLarge { max_bytes });
         }
-        let mut body = object.body;
-        let mut out = bytes::BytesMut::new();
-        while let Some(chunk) = body.try_next().await.map_err(|e| BlobError::request("GetObject", e))? {
-            if (out.len() + chunk.len()) as u64 > max_bytes {
-                return Err(BlobError::TooLarge { max_bytes });
-            }
-            out.extend_from_slice(&chunk);
-        }
-        Ok(Fetched { bytes: out.freeze(), etag })
+        let bytes = read_within(object.body, max_bytes)
+            .await
+            .map_err(|e| BlobError::request("GetObject", e))?
+            .ok_or(BlobError::TooLarge { max_bytes })?;
+        Ok(Fetched { bytes, etag })
     }
 
     /// Deletes an object; deleting one that is already gone succeeds.

@@ -16,8 +16,9 @@ use serde::Deserialize;
 use sluice_domain::sync::{ListedObject, external_id};
 use sluice_store::{Db, SyncSource};
 use sluice_vault::{Binding, Sealed, Vault, VaultError};
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
 /// How long an assumed role's session lasts: one job's work (a page run or one file).
@@ -103,6 +104,10 @@ impl AccessKeys {
     }
 }
 
+/// An assumed role's session is reused while it has at least this long left, so a run's
+/// thousands of downloads assume the role once per warm function, not once a file.
+const SESSION_REUSE_MARGIN: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// Builds source clients: the deployment's SDK configuration (region, endpoint, HTTP
 /// client) with the source's own credential in place of the deployment's.
 #[derive(Debug, Clone)]
@@ -110,6 +115,8 @@ pub struct Remote {
     sdk: aws_config::SdkConfig,
     sts: aws_sdk_sts::Client,
     path_style: bool,
+    /// Live sessions by (role, external id).
+    sessions: Arc<Mutex<HashMap<(String, String), Credentials>>>,
 }
 
 impl Remote {
@@ -120,7 +127,7 @@ impl Remote {
     /// With a given STS client (a test's, which records what it sends).
     pub fn with_sts(sdk: &aws_config::SdkConfig, sts: aws_sdk_sts::Client) -> Self {
         let path_style = std::env::var("SLUICE_S3_FORCE_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1");
-        Self { sdk: sdk.clone(), sts, path_style }
+        Self { sdk: sdk.clone(), sts, path_style, sessions: Arc::default() }
     }
 
     /// The client `source` reads its bucket through.
@@ -147,6 +154,11 @@ impl Remote {
 
     async fn assume(&self, role: &str, source: &SyncSource) -> Result<Credentials, SourceError> {
         let external_id = external_id(source.org_id, source.created_by);
+        let key = (role.to_owned(), external_id.clone());
+        let fresh_until = std::time::SystemTime::now() + SESSION_REUSE_MARGIN;
+        if let Some(live) = self.sessions().get(&key).filter(|c| c.expiry().is_some_and(|e| e > fresh_until)) {
+            return Ok(live.clone());
+        }
         let answer = self
             .sts
             .assume_role()
@@ -165,13 +177,21 @@ impl Remote {
             })?;
         let session = answer.credentials.ok_or(SourceError::Unavailable { operation: "AssumeRole" })?;
         let expiry = std::time::SystemTime::try_from(session.expiration).ok();
-        Ok(Credentials::new(
+        let credentials = Credentials::new(
             session.access_key_id,
             session.secret_access_key,
             Some(session.session_token),
             expiry,
             "sluice-assumed-role",
-        ))
+        );
+        let mut sessions = self.sessions();
+        sessions.retain(|_, c| c.expiry().is_some_and(|e| e > fresh_until));
+        sessions.insert(key, credentials.clone());
+        Ok(credentials)
+    }
+
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Credentials>> {
+        self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -331,16 +351,10 @@ impl SourceClient {
         if object.content_length().is_some_and(|len| u64::try_from(len).unwrap_or(u64::MAX) > max_bytes) {
             return Err(SourceError::TooLarge(max_bytes));
         }
-        let mut body = object.body;
-        let mut out = bytes::BytesMut::new();
-        while let Some(chunk) =
-            body.try_next().await.map_err(|_| SourceError::Unavailable { operation: "GetObject" })?
-        {
-            if (out.len() + chunk.len()) as u64 > max_bytes {
-                return Err(SourceError::TooLarge(max_bytes));
-            }
-            out.extend_from_slice(&chunk);
-        }
-        Ok(Fetched { bytes: out.freeze(), etag })
+        let bytes = sluice_blob::read_within(object.body, max_bytes)
+            .await
+            .map_err(|_| SourceError::Unavailable { operation: "GetObject" })?
+            .ok_or(SourceError::TooLarge(max_bytes))?;
+        Ok(Fetched { bytes, etag })
     }
 }
