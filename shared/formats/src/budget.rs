@@ -76,6 +76,19 @@ impl TextBudget {
         self.text.truncate(trimmed);
     }
 
+    /// The text's length so far, in bytes.
+    pub fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
     pub fn chars(&self) -> usize {
         self.used
     }

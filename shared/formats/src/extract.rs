@@ -5,6 +5,7 @@ use crate::check::{Refusal, RefusalCode};
 use crate::container::{Container, ContainerError, ContainerLimits};
 use crate::kinds::{FileKind, FileType};
 use crate::office::{self, ReadError};
+use crate::scan::{OcrOptions, Scanner};
 use crate::sheets;
 use crate::text::{Markup, decode};
 use std::time::Duration;
@@ -31,6 +32,12 @@ pub struct Extraction {
     pub cells: Option<u64>,
     /// Files and folders in an archive.
     pub members: Option<u64>,
+    /// Pages read by OCR.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ocr_pages: Option<u32>,
+    /// Byte spans of `text` that OCR read (chunks within them are marked `ocr`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ocr_spans: Vec<(usize, usize)>,
 }
 
 /// How much a parse may spend.
@@ -42,13 +49,36 @@ pub struct ExtractOptions {
     pub time_limit: Duration,
     /// The archive limits, applied to office containers too.
     pub limits: ContainerLimits,
+    /// The most pages of a PDF read; the rest are named as not read.
+    pub max_pages: u32,
+    /// OCR of scanned pages and images; `None` leaves them without text.
+    pub ocr: Option<OcrOptions>,
 }
 
 impl ExtractOptions {
     pub fn new(max_chars: usize) -> Self {
-        Self { max_chars, time_limit: DEFAULT_TIME_LIMIT, limits: ContainerLimits::default() }
+        Self {
+            max_chars,
+            time_limit: DEFAULT_TIME_LIMIT,
+            limits: ContainerLimits::default(),
+            max_pages: crate::pdf::MAX_PAGES,
+            ocr: None,
+        }
+    }
+
+    pub fn with_ocr(mut self, ocr: Option<OcrOptions>) -> Self {
+        self.ocr = ocr;
+        self
+    }
+
+    pub fn with_max_pages(mut self, max_pages: u32) -> Self {
+        self.max_pages = max_pages;
+        self
     }
 }
+
+/// The largest image decoded for OCR, in bytes of pixels.
+const MAX_IMAGE_BYTES: u64 = 96 << 20;
 
 /// Default parse time limit: inside the API's 29-second window with room to store.
 pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(20);
@@ -68,13 +98,17 @@ pub fn extract(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Resul
             } else {
                 None
             };
-            Ok(Extraction {
+            let mut extraction = Extraction {
                 dimensions: imagesize::blob_size(bytes)
                     .ok()
                     .and_then(|s| Some((u32::try_from(s.width).ok()?, u32::try_from(s.height).ok()?))),
                 pages,
                 ..Extraction::default()
-            })
+            };
+            if let Some(ocr) = options.ocr {
+                read_image(kind, bytes, options, ocr, &mut extraction);
+            }
+            Ok(extraction)
         }
         FileType::Text => {
             let markup = match kind.extension {
@@ -119,14 +153,60 @@ fn read_archive(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Resu
     Ok(Extraction { text: Some(text), truncated, members: Some(listing.members.len() as u64), ..Extraction::default() })
 }
 
+/// OCRs an image (a TIFF page by page) into the extraction's text.
+fn read_image(kind: &FileKind, bytes: &[u8], options: &ExtractOptions, ocr: OcrOptions, extraction: &mut Extraction) {
+    let mut budget = TextBudget::new(options.max_chars, options.time_limit);
+    let mut scanner = Scanner::new(ocr, &budget, options.time_limit);
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if kind.family == crate::kinds::Family::Tiff {
+            crate::tiff_pages::visit_grey_pages(bytes, |number, draw| scanner.page(number, draw, &mut budget).is_ok())
+        } else {
+            scanner.page(1, || decode_grey(bytes), &mut budget).map_err(|_| String::new())
+        }
+    }));
+    if read.is_err() {
+        extraction.unreadable = Some("the image decoder failed on this file".to_owned());
+        return;
+    }
+    scanner.note_unread(&mut budget);
+    budget.trim_end();
+    extraction.ocr_pages = Some(scanner.pages_read());
+    let (text, truncated) = budget.finish();
+    extraction.truncated = truncated;
+    extraction.ocr_spans = clamp_spans(scanner.into_spans(), text.len());
+    if !text.trim().is_empty() {
+        extraction.text = Some(text);
+    }
+}
+
+/// An image file's first frame in grey, decoded under a pixel-memory limit.
+fn decode_grey(bytes: &[u8]) -> Result<image::GrayImage, String> {
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| format!("the image cannot be read: {e}"))?;
+    let mut limits = image::Limits::default();
+    limits.max_alloc = Some(MAX_IMAGE_BYTES);
+    limits.max_image_width = Some(20_000);
+    limits.max_image_height = Some(20_000);
+    reader.limits(limits);
+    Ok(reader.decode().map_err(|e| format!("the image cannot be decoded: {e}"))?.to_luma8())
+}
+
+/// Spans cut to the text's final length (trailing blanks are trimmed after reading).
+fn clamp_spans(spans: Vec<(usize, usize)>, len: usize) -> Vec<(usize, usize)> {
+    spans.into_iter().map(|(start, end)| (start.min(len), end.min(len))).filter(|(start, end)| start < end).collect()
+}
+
 fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Result<Extraction, Refusal> {
     let mut budget = TextBudget::new(options.max_chars, options.time_limit);
     let mut extraction = Extraction::default();
+    let mut scanner = options.ocr.map(|ocr| Scanner::new(ocr, &budget, options.time_limit));
     // Third-party parsers can panic on hostile input (fuzzing found one in calamine's XLS
     // reader); a panic makes the file unreadable instead of failing the request.
     let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), ReadError> {
         match kind.extension {
-            "pdf" => crate::pdf::pdf(bytes, &mut budget).map(|stats| extraction.pages = Some(stats.pages)),
+            "pdf" => crate::pdf::pdf(bytes, &mut budget, options.max_pages, scanner.as_mut())
+                .map(|stats| extraction.pages = Some(stats.pages)),
             "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" => Container::open(bytes, options.limits)
                 .map_err(ReadError::from)
                 .and_then(|mut container| match kind.extension {
@@ -150,6 +230,10 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
             budget.trim_end();
             let (text, truncated) = budget.finish();
             extraction.truncated = truncated;
+            if let Some(scanner) = scanner.filter(|s| s.pages_read() > 0) {
+                extraction.ocr_pages = Some(scanner.pages_read());
+                extraction.ocr_spans = clamp_spans(scanner.into_spans(), text.len());
+            }
             extraction.text = Some(text);
         }
         Err(ReadError::Unsafe { code, message }) => {

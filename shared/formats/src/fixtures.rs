@@ -390,3 +390,101 @@ pub fn hostile_archives() -> Vec<(&'static str, Vec<u8>, &'static str)> {
         ),
     ]
 }
+
+/// A scanned page: `text` (lines of Helvetica, 12 pt) printed on a US Letter page,
+/// rasterised at `dpi`, then turned by `skew_degrees`, blurred and speckled as a scanner
+/// would, deterministically from `seed`.
+pub fn scanned_page(text: &str, dpi: u32, skew_degrees: f32, seed: u64) -> image::GrayImage {
+    use image::{GrayImage, Luma};
+    let page = crate::pdf::render_first_page(&pdf(&[text]), dpi).expect("render the printed page");
+    let turned = imageproc::geometric_transformations::rotate_about_center(
+        &page,
+        skew_degrees.to_radians(),
+        imageproc::geometric_transformations::Interpolation::Bilinear,
+        Luma([255]),
+    );
+    let blurred = imageproc::filter::gaussian_blur_f32(&turned, 0.6 * dpi as f32 / 150.0);
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut next = move || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) as u32
+    };
+    GrayImage::from_fn(blurred.width(), blurred.height(), |x, y| {
+        let value = i32::from(blurred.get_pixel(x, y).0[0]);
+        // Mild sensor noise everywhere, and a rare dark speck.
+        let noise = (next() % 25) as i32 - 12;
+        let speck = if next() % 4000 == 0 { -160 } else { 0 };
+        Luma([(value + noise + speck).clamp(0, 255) as u8])
+    })
+}
+
+/// An image-only PDF: each page one 8-bit grey image filling a page sized for `dpi`.
+pub fn image_pdf(pages: &[image::GrayImage], dpi: u32) -> Vec<u8> {
+    use std::io::Write;
+    let mut objects: Vec<Vec<u8>> = Vec::new();
+    let page_ids: Vec<usize> = (0..pages.len()).map(|i| 3 + 3 * i).collect();
+    objects.push(b"<< /Type /Catalog /Pages 2 0 R >>".to_vec());
+    let kids: Vec<String> = page_ids.iter().map(|id| format!("{id} 0 R")).collect();
+    objects.push(format!("<< /Type /Pages /Kids [{}] /Count {} >>", kids.join(" "), pages.len()).into_bytes());
+    for (i, page) in pages.iter().enumerate() {
+        let (image_id, content_id) = (page_ids[i] + 1, page_ids[i] + 2);
+        let (w, h) = (page.width() as f32 * 72.0 / dpi as f32, page.height() as f32 * 72.0 / dpi as f32);
+        objects.push(
+            format!(
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {w:.2} {h:.2}] /Resources << /XObject << /Im0 {image_id} 0 R >> >> /Contents {content_id} 0 R >>"
+            )
+            .into_bytes(),
+        );
+        let mut deflated = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        deflated.write_all(page.as_raw()).expect("deflate");
+        let deflated = deflated.finish().expect("deflate");
+        let mut image = format!(
+            "<< /Type /XObject /Subtype /Image /Width {} /Height {} /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode /Length {} >>\nstream\n",
+            page.width(),
+            page.height(),
+            deflated.len()
+        )
+        .into_bytes();
+        image.extend_from_slice(&deflated);
+        image.extend_from_slice(b"\nendstream");
+        objects.push(image);
+        let content = format!("q {w:.2} 0 0 {h:.2} 0 0 cm /Im0 Do Q\n");
+        objects.push(format!("<< /Length {} >>\nstream\n{content}endstream", content.len()).into_bytes());
+    }
+    let mut out = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, object) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        out.extend_from_slice(object);
+        out.extend_from_slice(b"\nendobj\n");
+    }
+    let xref = out.len();
+    out.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
+    for offset in offsets {
+        out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!("trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1).as_bytes(),
+    );
+    out
+}
+
+/// A multi-page 8-bit grey TIFF of `pages`.
+pub fn tiff_of(pages: &[image::GrayImage]) -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    let mut encoder = tiff::encoder::TiffEncoder::new(&mut out).expect("tiff encoder");
+    for page in pages {
+        encoder
+            .write_image::<tiff::encoder::colortype::Gray8>(page.width(), page.height(), page.as_raw())
+            .expect("tiff page");
+    }
+    out.into_inner()
+}
+
+/// A PNG of `page`.
+pub fn png_of(page: &image::GrayImage) -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    page.write_to(&mut out, image::ImageFormat::Png).expect("png");
+    out.into_inner()
+}

@@ -139,7 +139,8 @@ pub const KINDS: &[FileKind] = &[
 /// and text — not images or archives, and `.doc` only where LibreOffice is installed.
 pub fn ingestible(kind: &FileKind) -> bool {
     match kind.file_type {
-        FileType::Image | FileType::Archive => false,
+        // Images and TIFF pages are read by OCR.
+        FileType::Archive => false,
         _ if kind.extension == "doc" => crate::doc::available(),
         _ => true,
     }

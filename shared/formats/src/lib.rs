@@ -16,6 +16,7 @@ pub mod markup;
 pub mod msg;
 pub mod office;
 pub mod pdf;
+pub mod scan;
 pub mod sheets;
 pub mod sniff;
 pub mod text;
@@ -27,4 +28,5 @@ mod extract;
 
 pub use check::{Accepted, Refusal, RefusalCode, check_declared, check_upload};
 pub use extract::{DEFAULT_TIME_LIMIT, ExtractOptions, Extraction, PREVIEW_MAX_CHARS, extract, preview};
+pub use scan::OcrOptions;
 pub use kinds::{FileKind, FileType, ingestible, ingestible_extensions, kind_for_filename};

@@ -1,15 +1,29 @@
 //! PDF through PDFium (`pdfium-render`), bound at run time to the `libpdfium.so` named by
 //! `PDFIUM_LIB_PATH` (the `pypdfium2` wheel's build). The library is loaded once per
 //! process. Pages are read one at a time; reading stops at the page that crosses the
-//! budget, or after 2,000 pages.
+//! budget, or after `max_pages` pages (at most 2,000).
+//!
+//! With OCR on, a page whose text layer is negligible while an image covers most of it is
+//! a scan: it is rendered at the OCR resolution and read by the OCR engine instead. A page
+//! with a real text layer is never OCRed.
 
 use crate::budget::{Stop, TextBudget};
 use crate::office::ReadError;
-use pdfium_render::prelude::{Pdfium, PdfiumError, PdfiumInternalError};
+use crate::scan::Scanner;
+use image::GrayImage;
+use pdfium_render::prelude::{
+    PdfPage, PdfPageObjectCommon, PdfPageObjectType, PdfPageObjectsCommon, PdfRenderConfig, Pdfium, PdfiumError, PdfiumInternalError,
+};
 use std::sync::OnceLock;
 
 /// The most pages read from one document.
-pub const MAX_PAGES: i32 = 2000;
+pub const MAX_PAGES: u32 = 2000;
+/// A page with fewer characters than this in its text layer may be a scan.
+const NEGLIGIBLE_TEXT_CHARS: usize = 32;
+/// The share of a page an image must cover for the page to count as a scan.
+const SCAN_IMAGE_COVER: f32 = 0.5;
+/// The longest side of a rendered page, in pixels, whatever the resolution asked.
+const MAX_RENDER_SIDE: u32 = 3400;
 
 static PDFIUM: OnceLock<Result<Pdfium, String>> = OnceLock::new();
 
@@ -43,8 +57,14 @@ pub struct PdfStats {
     pub pages_read: u32,
 }
 
-/// Extracts the text of every page into the budget.
-pub fn pdf(bytes: &[u8], budget: &mut TextBudget) -> Result<PdfStats, ReadError> {
+/// Extracts the text of at most `max_pages` pages into the budget, OCRing scanned pages
+/// when `scanner` is given.
+pub fn pdf(
+    bytes: &[u8],
+    budget: &mut TextBudget,
+    max_pages: u32,
+    mut scanner: Option<&mut Scanner>,
+) -> Result<PdfStats, ReadError> {
     let pdfium = pdfium()?;
     let document = pdfium.load_pdf_from_byte_slice(bytes, None).map_err(|error| match error {
         PdfiumError::PdfiumLibraryInternalError(PdfiumInternalError::PasswordError) => {
@@ -54,14 +74,23 @@ pub fn pdf(bytes: &[u8], budget: &mut TextBudget) -> Result<PdfStats, ReadError>
     })?;
     let pages = document.pages();
     let mut stats = PdfStats { pages: pages.len().max(0) as u32, pages_read: 0 };
-    for index in 0..pages.len().min(MAX_PAGES) {
+    let max_pages = max_pages.clamp(1, MAX_PAGES);
+    for index in 0..pages.len().min(max_pages as i32) {
         budget.check_time().map_err(|_| ReadError::Time)?;
         let Ok(page) = pages.get(index) else { continue };
         let text = page.text().map(|t| t.all()).unwrap_or_default();
         stats.pages_read += 1;
-        // PDFium ends lines with CRLF; the rest of Sluice uses LF.
-        let text = text.replace("\r\n", "\n").replace('\r', "\n");
-        let pushed = budget.push(text.trim_end()).and_then(|()| budget.push("\n\n"));
+        let pushed = match scanner.as_deref_mut() {
+            Some(scanner) if is_scan(&page, &text) => {
+                let dpi = scanner.dpi();
+                scanner.page(index as u32 + 1, || render(&page, dpi), budget)
+            }
+            // PDFium ends lines with CRLF; the rest of Sluice uses LF.
+            _ => {
+                let text = text.replace("\r\n", "\n").replace('\r', "\n");
+                budget.push(text.trim_end()).and_then(|()| budget.push("\n\n"))
+            }
+        };
         match pushed {
             Ok(()) => {}
             Err(Stop::Budget) => return Ok(stats),
@@ -74,8 +103,59 @@ pub fn pdf(bytes: &[u8], budget: &mut TextBudget) -> Result<PdfStats, ReadError>
             "the PDF has no page that can be read: its page tree is empty or broken".to_owned(),
         ));
     }
-    if pages.len() > MAX_PAGES {
-        let _ = budget.push(&format!("[Stopped after {MAX_PAGES} pages: the remaining pages were not read.]\n"));
+    if let Some(scanner) = scanner {
+        scanner.note_unread(budget);
+    }
+    if stats.pages > max_pages {
+        let _ = budget.push(&format!(
+            "[Stopped after {max_pages} of {} pages: {} not read.]\n",
+            stats.pages,
+            if stats.pages == max_pages + 1 {
+                format!("page {} was", stats.pages)
+            } else {
+                format!("pages {}–{} were", max_pages + 1, stats.pages)
+            }
+        ));
     }
     Ok(stats)
+}
+
+/// A page is a scan when its text layer is negligible and an image covers most of it.
+fn is_scan(page: &PdfPage<'_>, text: &str) -> bool {
+    if text.chars().filter(|c| !c.is_whitespace()).take(NEGLIGIBLE_TEXT_CHARS).count() >= NEGLIGIBLE_TEXT_CHARS {
+        return false;
+    }
+    let area = page.width().value * page.height().value;
+    if area <= 0.0 {
+        return false;
+    }
+    page.objects().iter().any(|object| {
+        object.object_type() == PdfPageObjectType::Image
+            && object.bounds().is_ok_and(|b| b.width().value * b.height().value >= area * SCAN_IMAGE_COVER)
+    })
+}
+
+/// The page as grey pixels at `dpi`, its longer side at most [`MAX_RENDER_SIDE`].
+fn render(page: &PdfPage<'_>, dpi: u32) -> Result<GrayImage, String> {
+    let scale = dpi as f32 / 72.0;
+    let config = PdfRenderConfig::new()
+        .scale_page_by_factor(scale)
+        .set_maximum_width(MAX_RENDER_SIDE as i32)
+        .set_maximum_height(MAX_RENDER_SIDE as i32);
+    let bitmap = page.render_with_config(&config).map_err(|e| format!("the page could not be rendered: {e}"))?;
+    let (width, height) = (bitmap.width() as u32, bitmap.height() as u32);
+    let rgba = bitmap.as_rgba_bytes();
+    let grey = rgba
+        .chunks_exact(4)
+        .map(|p| ((u32::from(p[0]) * 299 + u32::from(p[1]) * 587 + u32::from(p[2]) * 114) / 1000) as u8)
+        .collect();
+    GrayImage::from_raw(width, height, grey).ok_or_else(|| "the rendered page has no pixels".to_owned())
+}
+
+/// The first page of a PDF rendered at `dpi` (for building scans in tests and benchmarks).
+pub fn render_first_page(bytes: &[u8], dpi: u32) -> Result<GrayImage, String> {
+    let pdfium = pdfium().map_err(|e| format!("{e:?}"))?;
+    let document = pdfium.load_pdf_from_byte_slice(bytes, None).map_err(|e| e.to_string())?;
+    let page = document.pages().get(0).map_err(|e| e.to_string())?;
+    render(&page, dpi)
 }

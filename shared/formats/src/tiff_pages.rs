@@ -184,3 +184,47 @@ fn unpack_bits(data: &[u8], width: usize, height: usize, bits: u8) -> Result<Vec
     }
     Ok(out)
 }
+
+/// Visits the pages in order, each with its 1-based number and a way to decode it to grey
+/// (called only for a page that is to be read); stops when `visit` answers `false`.
+pub fn visit_grey_pages(
+    bytes: &[u8],
+    mut visit: impl FnMut(u32, &mut dyn FnMut() -> Result<image::GrayImage, String>) -> bool,
+) -> Result<(), String> {
+    guarded(|| {
+        let mut decoder = decoder(bytes)?;
+        let mut number = 1;
+        loop {
+            let file_len = bytes.len() as u64;
+            let mut draw = || -> Result<image::GrayImage, String> {
+                check_data_layout(&mut decoder, file_len)?;
+                let (width, height) = decoder.dimensions().map_err(|e| e.to_string())?;
+                let color = decoder.colortype().map_err(|e| e.to_string())?;
+                let image = decoder.read_image().map_err(|e| format!("the image cannot be decoded: {e}"))?;
+                let (samples, png_color) = to_eight_bit(image, color, width as usize, height as usize)?;
+                let channels = match png_color {
+                    png::ColorType::Grayscale => 1,
+                    png::ColorType::GrayscaleAlpha => 2,
+                    png::ColorType::Rgb => 3,
+                    _ => 4,
+                };
+                let grey = samples
+                    .chunks_exact(channels)
+                    .map(|p| {
+                        if channels < 3 {
+                            p[0]
+                        } else {
+                            ((u32::from(p[0]) * 299 + u32::from(p[1]) * 587 + u32::from(p[2]) * 114) / 1000) as u8
+                        }
+                    })
+                    .collect();
+                image::GrayImage::from_raw(width, height, grey).ok_or_else(|| "the page has no pixels".to_owned())
+            };
+            if !visit(number, &mut draw) || !decoder.more_images() || number == MAX_PAGES_COUNTED {
+                return Ok(());
+            }
+            decoder.next_image().map_err(|e| format!("page {} cannot be read: {e}", number + 1))?;
+            number += 1;
+        }
+    })
+}

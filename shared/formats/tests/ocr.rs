@@ -1,0 +1,73 @@
+//! OCR through the real engine (ONNX Runtime and PP-OCRv4 from the local stack's
+//! provisioning): scanned PDF pages, TIFF pages and images become text, a text layer is
+//! never OCRed, and the page caps name what they left out.
+
+use sluice_formats::fixtures::{image_pdf, pdf, png_of, scanned_page, tiff_of};
+use sluice_formats::{ExtractOptions, OcrOptions, extract, kind_for_filename};
+
+const PAGE_ONE: &str = "Quarterly report for the harbour authority\nThe eastern pier was rebuilt in March\nVessel traffic rose by twelve percent";
+const PAGE_TWO: &str = "Dredging of the northern channel begins in autumn\nThe pilot station moves to the lighthouse\nContact the harbour master for permits";
+
+fn ocr(max_pages: u32) -> ExtractOptions {
+    ExtractOptions::new(100_000).with_ocr(Some(OcrOptions { dpi: 150, max_pages }))
+}
+
+/// Words of `expected` found in `text`, as a share.
+fn recall(expected: &str, text: &str) -> f32 {
+    let found: Vec<String> = text.split_whitespace().map(|w| w.to_lowercase()).collect();
+    let words: Vec<&str> = expected.split_whitespace().collect();
+    let hits = words.iter().filter(|w| found.contains(&w.to_lowercase())).count();
+    hits as f32 / words.len() as f32
+}
+
+#[test]
+fn a_scanned_pdf_is_read_page_by_page_and_marked_as_ocr() {
+    let pages = [scanned_page(PAGE_ONE, 150, 1.5, 1), scanned_page(PAGE_TWO, 150, -1.0, 2)];
+    let file = image_pdf(&pages, 150);
+    let extraction = extract(kind_for_filename("scan.pdf").expect("pdf"), &file, &ocr(1000)).expect("read");
+    let text = extraction.text.expect("text");
+    eprintln!("{text}");
+    assert!(recall(PAGE_ONE, &text) >= 0.9 && recall(PAGE_TWO, &text) >= 0.9, "{text}");
+    assert_eq!(extraction.ocr_pages, Some(2));
+    assert_eq!(extraction.ocr_spans.len(), 2);
+    let second = &text[extraction.ocr_spans[1].0..extraction.ocr_spans[1].1];
+    assert!(second.contains("lighthouse"), "{second}");
+    // Without OCR the same file has no text to speak of.
+    let plain = extract(kind_for_filename("scan.pdf").expect("pdf"), &file, &ExtractOptions::new(100_000)).expect("read");
+    assert_eq!(plain.text.as_deref().map(str::trim), Some(""));
+}
+
+#[test]
+fn a_text_layer_is_never_ocred() {
+    let file = pdf(&[PAGE_ONE]);
+    let extraction = extract(kind_for_filename("a.pdf").expect("pdf"), &file, &ocr(1000)).expect("read");
+    assert_eq!(extraction.ocr_pages, None);
+    assert!(extraction.ocr_spans.is_empty());
+    assert!(extraction.text.expect("text").contains("eastern pier"));
+}
+
+#[test]
+fn images_and_tiff_pages_are_read() {
+    let page = scanned_page(PAGE_ONE, 150, 0.0, 3);
+    let png = extract(kind_for_filename("a.png").expect("png"), &png_of(&page), &ocr(3)).expect("read");
+    assert!(recall(PAGE_ONE, png.text.as_deref().unwrap_or("")) >= 0.9, "{png:?}");
+    assert_eq!(png.dimensions, Some((page.width(), page.height())));
+    let tiff = tiff_of(&[page, scanned_page(PAGE_TWO, 150, 0.5, 4)]);
+    let read = extract(kind_for_filename("a.tiff").expect("tiff"), &tiff, &ocr(3)).expect("read");
+    let text = read.text.expect("text");
+    assert!(recall(PAGE_TWO, &text) >= 0.9, "{text}");
+    assert_eq!(read.ocr_pages, Some(2));
+}
+
+#[test]
+fn pages_past_the_caps_are_named_not_read() {
+    let page = scanned_page(PAGE_ONE, 150, 0.0, 5);
+    let file = image_pdf(&[page.clone(), page.clone(), page], 150);
+    // OCR reads one page; the document's page limit is two.
+    let options = ocr(1).with_max_pages(2);
+    let extraction = extract(kind_for_filename("a.pdf").expect("pdf"), &file, &options).expect("read");
+    let text = extraction.text.expect("text");
+    assert_eq!(extraction.ocr_pages, Some(1));
+    assert!(text.contains("[Scanned pages not read: 2 (OCR reads at most 1 pages of a file here).]"), "{text}");
+    assert!(text.ends_with("[Stopped after 2 of 3 pages: page 3 was not read.]"), "{text}");
+}

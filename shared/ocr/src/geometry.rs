@@ -1,0 +1,198 @@
+//! From the detector's probability map to rotated line rectangles, and from a rectangle
+//! back to a straight line image for the recognizer.
+
+use image::{GrayImage, Luma};
+use imageproc::contours::{BorderType, find_contours};
+use imageproc::geometry::min_area_rect;
+use imageproc::point::Point;
+
+/// A text line: its centre, its extent along and across the text, and the text's direction
+/// (radians from the x axis, within ±45°: scanned documents read left to right).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RotatedRect {
+    pub cx: f32,
+    pub cy: f32,
+    pub width: f32,
+    pub height: f32,
+    pub angle: f32,
+}
+
+impl RotatedRect {
+    pub fn aspect(&self) -> f32 {
+        self.width / self.height.max(1.0)
+    }
+
+    /// The rectangle in a frame scaled by `sx`, `sy` (small angles: the sides scale with
+    /// their axis).
+    pub fn scaled(self, sx: f32, sy: f32) -> Self {
+        let (sin, cos) = self.angle.sin_cos();
+        Self {
+            cx: self.cx * sx,
+            cy: self.cy * sy,
+            width: self.width * (cos * sx).hypot(sin * sy),
+            height: self.height * (sin * sx).hypot(cos * sy),
+            angle: (self.angle.sin() * sy).atan2(self.angle.cos() * sx),
+        }
+    }
+
+    pub fn top(&self) -> f32 {
+        self.cy - self.height / 2.0
+    }
+
+    pub fn bottom(&self) -> f32 {
+        self.cy + self.height / 2.0
+    }
+
+    pub fn left(&self) -> f32 {
+        self.cx - self.width * self.angle.cos() / 2.0
+    }
+
+    /// The rectangle through four corners in order (as `min_area_rect` gives them).
+    fn from_corners(corners: &[Point<i32>; 4]) -> Self {
+        let p = corners.map(|c| (c.x as f32, c.y as f32));
+        let cx = p.iter().map(|c| c.0).sum::<f32>() / 4.0;
+        let cy = p.iter().map(|c| c.1).sum::<f32>() / 4.0;
+        let edge = |a: (f32, f32), b: (f32, f32)| (b.0 - a.0, b.1 - a.1);
+        let (e1, e2) = (edge(p[0], p[1]), edge(p[1], p[2]));
+        // The side nearer horizontal is the text's direction.
+        let (along, across) = if e1.0.abs() >= e1.1.abs() { (e1, e2) } else { (e2, e1) };
+        let along = if along.0 < 0.0 { (-along.0, -along.1) } else { along };
+        Self {
+            cx,
+            cy,
+            width: along.0.hypot(along.1),
+            height: across.0.hypot(across.1),
+            angle: along.1.atan2(along.0),
+        }
+    }
+}
+
+/// The line regions of a probability map: pixels above `threshold`, grown by one pixel,
+/// traced as outer contours, fitted with minimum-area rectangles, kept when their pixels'
+/// mean probability reaches `box_threshold`, and grown back by the unclip distance.
+pub fn text_regions(
+    probabilities: &[f32],
+    width: u32,
+    height: u32,
+    threshold: f32,
+    box_threshold: f32,
+    unclip_ratio: f32,
+) -> Vec<RotatedRect> {
+    let mask = GrayImage::from_fn(width, height, |x, y| {
+        Luma([if probabilities[(y * width + x) as usize] > threshold { 255 } else { 0 }])
+    });
+    let mask = imageproc::morphology::dilate(&mask, imageproc::distance_transform::Norm::LInf, 1);
+    let mut regions = Vec::new();
+    for contour in find_contours::<i32>(&mask) {
+        if contour.border_type != BorderType::Outer || contour.parent.is_some() || contour.points.len() < 4 {
+            continue;
+        }
+        let rect = RotatedRect::from_corners(&min_area_rect(&contour.points));
+        if rect.width.min(rect.height) < 3.0 {
+            continue;
+        }
+        if region_score(probabilities, width, height, &contour.points, threshold) < box_threshold {
+            continue;
+        }
+        let distance = rect.width * rect.height * unclip_ratio / (2.0 * (rect.width + rect.height));
+        regions.push(RotatedRect { width: rect.width + 2.0 * distance, height: rect.height + 2.0 * distance, ..rect });
+    }
+    regions
+}
+
+/// The mean probability of the text pixels inside a contour's bounding box.
+fn region_score(probabilities: &[f32], width: u32, height: u32, points: &[Point<i32>], threshold: f32) -> f32 {
+    let (mut x0, mut y0, mut x1, mut y1) = (i32::MAX, i32::MAX, i32::MIN, i32::MIN);
+    for p in points {
+        (x0, y0, x1, y1) = (x0.min(p.x), y0.min(p.y), x1.max(p.x), y1.max(p.y));
+    }
+    let (x0, y0) = (x0.max(0) as u32, y0.max(0) as u32);
+    let (x1, y1) = ((x1.max(0) as u32).min(width - 1), (y1.max(0) as u32).min(height - 1));
+    let (mut sum, mut count) = (0f32, 0u32);
+    for y in y0..=y1 {
+        for &p in &probabilities[(y * width + x0) as usize..=(y * width + x1) as usize] {
+            if p > threshold {
+                sum += p;
+                count += 1;
+            }
+        }
+    }
+    if count == 0 { 0.0 } else { sum / count as f32 }
+}
+
+/// Samples `line` straight into a `width` × `height` image (bilinear), calling `put` with
+/// each output pixel's position and grey value; outside the page reads as white.
+pub fn sample_line(page: &GrayImage, line: &RotatedRect, width: u32, height: u32, mut put: impl FnMut(u32, u32, f32)) {
+    let scale_x = line.width / width as f32;
+    let scale_y = line.height / height as f32;
+    let (sin, cos) = line.angle.sin_cos();
+    for y in 0..height {
+        let v = (y as f32 + 0.5) * scale_y - line.height / 2.0;
+        for x in 0..width {
+            let u = (x as f32 + 0.5) * scale_x - line.width / 2.0;
+            let sx = line.cx + u * cos - v * sin;
+            let sy = line.cy + u * sin + v * cos;
+            put(x, y, bilinear(page, sx - 0.5, sy - 0.5));
+        }
+    }
+}
+
+fn bilinear(page: &GrayImage, x: f32, y: f32) -> f32 {
+    let pixel = |x: i64, y: i64| -> f32 {
+        if x < 0 || y < 0 || x >= i64::from(page.width()) || y >= i64::from(page.height()) {
+            255.0
+        } else {
+            f32::from(page.get_pixel(x as u32, y as u32).0[0])
+        }
+    };
+    let (x0, y0) = (x.floor(), y.floor());
+    let (fx, fy) = (x - x0, y - y0);
+    let (x0, y0) = (x0 as i64, y0 as i64);
+    let top = pixel(x0, y0) * (1.0 - fx) + pixel(x0 + 1, y0) * fx;
+    let bottom = pixel(x0, y0 + 1) * (1.0 - fx) + pixel(x0 + 1, y0 + 1) * fx;
+    top * (1.0 - fy) + bottom * fy
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_skewed_bar_is_one_rotated_region_with_its_direction() {
+        let (w, h) = (200u32, 100u32);
+        let angle = 2f32.to_radians();
+        let probabilities: Vec<f32> = (0..w * h)
+            .map(|i| {
+                let (x, y) = ((i % w) as f32, (i / w) as f32);
+                let centre_line = 50.0 + (x - 100.0) * angle.tan();
+                if (20.0..180.0).contains(&x) && (y - centre_line).abs() < 5.0 { 0.9 } else { 0.0 }
+            })
+            .collect();
+        let regions = text_regions(&probabilities, w, h, 0.3, 0.5, 1.6);
+        assert_eq!(regions.len(), 1, "{regions:?}");
+        let region = regions[0];
+        assert!((region.angle - angle).abs() < 0.5f32.to_radians(), "{region:?}");
+        assert!((region.cx - 100.0).abs() < 2.0 && (region.cy - 50.0).abs() < 2.0, "{region:?}");
+        assert!(region.width > 160.0 && region.height > 10.0 && region.height < 30.0, "{region:?}");
+    }
+
+    #[test]
+    fn faint_regions_are_dropped() {
+        let probabilities = vec![0.35f32; 64 * 64];
+        assert!(text_regions(&probabilities, 64, 64, 0.3, 0.5, 1.6).is_empty());
+    }
+
+    #[test]
+    fn a_line_is_sampled_straight() {
+        // A black square on white, read back through an unrotated rectangle around it.
+        let page = GrayImage::from_fn(40, 20, |x, y| Luma([if (10..30).contains(&x) && (5..15).contains(&y) { 0 } else { 255 }]));
+        let line = RotatedRect { cx: 20.0, cy: 10.0, width: 20.0, height: 10.0, angle: 0.0 };
+        let mut sum = 0f32;
+        sample_line(&page, &line, 20, 10, |_, _, v| sum += v);
+        assert!(sum / 200.0 < 30.0, "the inside is dark: {}", sum / 200.0);
+        let outside = RotatedRect { cx: 100.0, ..line };
+        let mut min = f32::MAX;
+        sample_line(&page, &outside, 20, 10, |_, _, v| min = min.min(v));
+        assert_eq!(min, 255.0);
+    }
+}
