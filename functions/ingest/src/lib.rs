@@ -169,7 +169,7 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
                 chunk_index: i32::try_from(rows.len()).unwrap_or(i32::MAX),
                 content: piece.text.replace('\0', ""),
                 content_hash: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(piece.text.as_bytes())),
-                metadata: serde_json::json!({"start": piece.start, "end": piece.end}),
+                metadata: chunk_metadata(piece.start, piece.end, &document.ocr_spans),
                 embedding,
             });
         }
@@ -199,6 +199,16 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
             Ok(())
         }
     }
+}
+
+/// A chunk's place in the text, and `ocr: true` when any of it was read by OCR (so a search
+/// result can say its text may hold recognition errors).
+fn chunk_metadata(start: usize, end: usize, ocr_spans: &[(usize, usize)]) -> serde_json::Value {
+    let mut metadata = serde_json::json!({"start": start, "end": end});
+    if ocr_spans.iter().any(|&(from, to)| from < end && start < to) {
+        metadata["ocr"] = serde_json::Value::Bool(true);
+    }
+    metadata
 }
 
 /// Where the base embeds and with whose key; `Failed` when it cannot (no key, no service).

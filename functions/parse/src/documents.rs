@@ -6,7 +6,8 @@
 
 use crate::{ParseError, State};
 use sluice_blob::BlobError;
-use sluice_formats::ExtractOptions;
+use sluice_domain::ingestion::IngestionConfig;
+use sluice_formats::{ExtractOptions, OcrOptions};
 use sluice_queue::jobs::DocumentJob;
 use sluice_store::Document;
 
@@ -91,15 +92,28 @@ pub async fn document_landed(state: &State, key: &str) -> Result<(), ParseError>
     parse_bytes(state, &document, bytes).await
 }
 
+/// How a document is read: its collection's page limit and OCR settings, within the
+/// deployment's document budgets. OCR reads every scanned page up to `max_pages`.
+fn document_options(config: &sluice_domain::Config, document: &Document) -> ExtractOptions {
+    let ingestion = IngestionConfig::from_stored(Some(&document.ingestion_config)).unwrap_or_default();
+    let mut options = ExtractOptions::new(config.document_text_max_chars)
+        .with_max_pages(ingestion.max_pages)
+        .with_ocr(ingestion.auto_ocr.then_some(OcrOptions { dpi: ingestion.ocr_dpi, max_pages: ingestion.max_pages }));
+    options.time_limit = config.document_parse_time_limit;
+    options
+}
+
 /// Extracts a document's text, stores it and sends the ingest job.
 pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes::Bytes) -> Result<(), ParseError> {
     let Some(kind) = sluice_formats::kind_for_filename(&document.filename) else {
         return fail(state, document, "UnsupportedFormat", "ingestion cannot read this format").await;
     };
-    let (extractor, max_chars) = (state.extractor.clone(), state.config.document_text_max_chars);
+    let max_chars = state.config.document_text_max_chars;
+    let options = document_options(&state.config, document);
+    let extractor = state.extractor.clone();
     let extracted = state
         .pool
-        .run(move || extractor.extract(kind, &bytes, &ExtractOptions::new(max_chars)))
+        .run(move || extractor.extract(kind, &bytes, &options))
         .await
         .map_err(|_| ParseError::Blocking)??;
     let extraction = match extracted {
@@ -109,9 +123,14 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
             return fail(state, document, refusal.code.as_str(), &advice).await;
         }
     };
+    let ocr_spans = extraction.ocr_spans;
     let Some(text) = extraction.text.filter(|t| !t.trim().is_empty()) else {
         let why = extraction.unreadable.unwrap_or_else(|| "the document holds no text".to_owned());
-        let advice = format!("{why}; upload a version with a text layer");
+        let advice = if options.ocr.is_some() {
+            format!("{why}; upload a version with a text layer or a clearer scan")
+        } else {
+            format!("{why}; upload a version with a text layer, or turn on the collection's auto_ocr")
+        };
         return fail(state, document, "UnreadableDocument", &advice).await;
     };
     if extraction.truncated {
@@ -119,7 +138,7 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
     }
     let parsed = parsed_key(document);
     state.blob.put_encrypted(&parsed, bytes::Bytes::from(text), "text/plain; charset=utf-8").await?;
-    if !state.db.set_parsed_path(document.id, &parsed).await? {
+    if !state.db.set_parsed_path(document.id, &parsed, &ocr_spans).await? {
         // Deleted while it was parsed: what was just written is garbage. The removal is
         // queued first, so it outlives a failure here and the sweep finishes it.
         let objects = [parsed];

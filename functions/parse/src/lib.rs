@@ -53,6 +53,7 @@ impl State {
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
         sluice_formats::pdf::ensure_available()?;
+        sluice_ocr::ensure_installed()?;
         let sdk = sluice_blob::sdk_config().await;
         let db = Db::from_env(&sdk, 4).await?;
         let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
@@ -152,11 +153,11 @@ async fn object_created(state: &State, key: &str) -> Result<(), ParseError> {
         let message = format!("{} bytes landed where {declared} were declared; upload again", fetched.bytes.len());
         return reject(state, &file.id, key, &rejection("size_mismatch", &message), &etag).await;
     }
-    let (extractor, max_chars, bytes) = (state.extractor.clone(), state.config.parsed_text_max_chars, fetched.bytes);
+    let (extractor, options, bytes) = (state.extractor.clone(), sluice_isolate::chat_options(&state.config), fetched.bytes);
     let (filename, mime) = (file.filename.clone(), file.mime_type.clone());
     let inspected = state
         .pool
-        .run(move || extractor.inspect(&filename, Some(&mime), &bytes, max_chars))
+        .run(move || extractor.inspect(&filename, Some(&mime), &bytes, &options))
         .await
         .map_err(|_| ParseError::Blocking)??;
     match inspected {

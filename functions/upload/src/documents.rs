@@ -129,6 +129,7 @@ pub async fn ingest(
         replace_previous,
         source_path: None,
         sync: None,
+        ocr_spans: Vec::new(),
         created_at: OffsetDateTime::now_utc(),
         completed_at: None,
     };
@@ -309,6 +310,7 @@ pub async fn create_intent(
         replace_previous,
         source_path: None,
         sync: None,
+        ocr_spans: Vec::new(),
         created_at: OffsetDateTime::now_utc(),
         completed_at: None,
     };

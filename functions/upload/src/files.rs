@@ -85,13 +85,13 @@ pub async fn upload(state: &AppState, caller: &Caller, request: Request) -> Resu
         }
         other => other,
     })?;
-    let (bytes, extractor, max_chars) =
-        (file.bytes.clone(), state.extractor.clone(), state.config.parsed_text_max_chars);
+    let (bytes, extractor, options) =
+        (file.bytes.clone(), state.extractor.clone(), sluice_isolate::chat_options(&state.config));
     let declared = file.declared_mime.clone();
     let filename = file.filename.clone();
     let content = state
         .pool
-        .run(move || extractor.inspect(&filename, declared.as_deref(), &bytes, max_chars))
+        .run(move || extractor.inspect(&filename, declared.as_deref(), &bytes, &options))
         .await
         .map_err(|_| UploadError::Blocking)??
         .map_err(UploadError::Refused)?;

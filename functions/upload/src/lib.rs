@@ -44,6 +44,7 @@ impl AppState {
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
         sluice_formats::pdf::ensure_available()?;
+        sluice_ocr::ensure_installed()?;
         let sdk = sluice_blob::sdk_config().await;
         let db = Db::from_env(&sdk, 4).await?;
         let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());

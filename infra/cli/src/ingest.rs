@@ -138,6 +138,7 @@ async fn one_file(
         replace_previous: false,
         source_path: Some(address),
         sync: Some(SyncOrigin { source_id: None, run_id: None, etag: Some(hash), replaces }),
+        ocr_spans: Vec::new(),
         created_at: now,
         completed_at: None,
     };

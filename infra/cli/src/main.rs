@@ -380,6 +380,13 @@ async fn doctor() -> ExitCode {
             println!("pdfium: {error}");
         }
     }
+    match sluice_ocr::ensure_installed() {
+        Ok(()) => println!("ocr: runtime loaded, models present"),
+        Err(error) => {
+            healthy = false;
+            println!("ocr: {error}");
+        }
+    }
     if std::env::var("SLUICE_MODEL_DIR").is_ok() {
         match sluice_embed::in_process::ensure_available() {
             Ok(()) => println!("embedding model: present"),

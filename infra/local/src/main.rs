@@ -20,8 +20,9 @@ fn main() -> Result<(), Error> {
 #[tokio::main]
 async fn serve() -> Result<(), Error> {
     sluice_web::init_tracing();
-    // The upload and parse functions refuse to start without PDFium; so does their host.
+    // The upload and parse functions refuse to start without PDFium and OCR; so does their host.
     sluice_formats::pdf::ensure_available()?;
+    sluice_ocr::ensure_installed()?;
     let sdk = sluice_blob::sdk_config().await;
     let s3 = sluice_blob::s3_client(&sdk);
     let kms = aws_sdk_kms::Client::new(&sdk);

@@ -36,7 +36,7 @@ proptest! {
         strategy in strategy(),
     ) {
         let overlap = ((f64::from(size) * overlap_fraction) as u32).min(size - 1);
-        let config = IngestionConfig { chunk_size: size, chunk_overlap: overlap, chunking_strategy: strategy };
+        let config = IngestionConfig { chunk_size: size, chunk_overlap: overlap, chunking_strategy: strategy, ..IngestionConfig::default() };
         let chunks = chunk(&text, &config);
         if text.is_empty() {
             prop_assert!(chunks.is_empty());

@@ -39,6 +39,11 @@ pub struct Config {
     pub teardown_queue_url: Option<String>,
     /// `SLUICE_DOCUMENT_TEXT_MAX_CHARS`: the budget a knowledge-base document's text spends.
     pub document_text_max_chars: usize,
+    /// `SLUICE_DOCUMENT_PARSE_SECS`: how long reading one knowledge-base document may take
+    /// (OCR spends it page by page; pages it cannot reach are named as not read).
+    pub document_parse_time_limit: std::time::Duration,
+    /// `CHAT_OCR_MAX_PAGES`: the most scanned pages OCRed from a chat upload (0: none).
+    pub chat_ocr_max_pages: u32,
     /// `SLUICE_INGEST_MAX_RECEIVES`: the delivery on which a failure that might pass later
     /// is recorded instead of retried (the ingest queue's `maxReceiveCount`).
     pub ingest_max_receives: u32,
@@ -63,6 +68,10 @@ pub const DEFAULT_UPLOAD_INTENT_TTL_SECS: u64 = 900;
 /// Default `SLUICE_DOCUMENT_TEXT_MAX_CHARS`: five million characters is a 2,000-page book;
 /// a document is read up to it and the rest is left out with a note.
 pub const DEFAULT_DOCUMENT_TEXT_MAX_CHARS: usize = 5_000_000;
+
+/// Default `SLUICE_DOCUMENT_PARSE_SECS`: four minutes, so a parse batch (two at a time) fits
+/// the parse function's fifteen; OCR reads about a page a second a core.
+pub const DEFAULT_DOCUMENT_PARSE_SECS: u64 = 240;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -110,6 +119,10 @@ impl Config {
             document_text_max_chars: number("SLUICE_DOCUMENT_TEXT_MAX_CHARS", DEFAULT_DOCUMENT_TEXT_MAX_CHARS as u64)?
                 .max(1000) as usize,
             ingest_max_receives: number("SLUICE_INGEST_MAX_RECEIVES", 5)?.clamp(1, 1000) as u32,
+            document_parse_time_limit: std::time::Duration::from_secs(
+                number("SLUICE_DOCUMENT_PARSE_SECS", DEFAULT_DOCUMENT_PARSE_SECS)?.clamp(5, 840),
+            ),
+            chat_ocr_max_pages: number("CHAT_OCR_MAX_PAGES", 3)?.min(1000) as u32,
         })
     }
 

@@ -1,5 +1,6 @@
-//! How a collection chunks what it ingests (`knowledge_bases.ingestion_config`), and the
-//! per-upload override merged onto it. One validation for both, so a refusal names the
+//! How a collection chunks and reads what it ingests (`knowledge_bases.ingestion_config`):
+//! chunking, and OCR of scanned pages and images (`auto_ocr`, `ocr_languages`, `ocr_dpi`,
+//! `max_pages`); and the per-upload override merged onto it. One validation for both, so a refusal names the
 //! same fields whichever entry point refused: `ingestion_config.<setting>` for a setting
 //! of its own, `ingestion_config` for the pair rule (`chunk_overlap < chunk_size`).
 
@@ -10,6 +11,15 @@ pub const DEFAULT_CHUNK_SIZE: u32 = 2500;
 pub const DEFAULT_CHUNK_OVERLAP: u32 = 200;
 /// A chunk is embedded whole; beyond this no embedding model reads it anyway.
 pub const MAX_CHUNK_SIZE: u32 = 100_000;
+pub const DEFAULT_OCR_DPI: u32 = 150;
+pub const OCR_DPI_RANGE: std::ops::RangeInclusive<u32> = 72..=400;
+pub const DEFAULT_MAX_PAGES: u32 = 1000;
+/// The most pages any document is read to (the PDF reader's own ceiling).
+pub const MAX_PAGES_CEILING: u32 = 2000;
+/// The languages the deployment's OCR model reads, as Tesseract names them: PaddleOCR's
+/// PP-OCRv4 Chinese recognizer, whose dictionary holds simplified Chinese and the Latin
+/// alphabet. Any other language is refused when configured, not read as nothing.
+pub const OCR_LANGUAGES: &[&str] = &["eng", "chi_sim"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -19,12 +29,20 @@ pub enum ChunkingStrategy {
     Fixed,
 }
 
-/// A complete, valid chunking configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A complete, valid ingestion configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IngestionConfig {
     pub chunk_size: u32,
     pub chunk_overlap: u32,
     pub chunking_strategy: ChunkingStrategy,
+    /// OCR the pages that need it (scans, TIFF pages, images); off, they hold no text.
+    pub auto_ocr: bool,
+    /// The languages the documents are in, as Tesseract names them (`eng`, `chi_sim`).
+    pub ocr_languages: Vec<String>,
+    /// The resolution a scanned PDF page is rendered at for OCR.
+    pub ocr_dpi: u32,
+    /// The most pages read from one document; the rest are named as not read.
+    pub max_pages: u32,
 }
 
 impl Default for IngestionConfig {
@@ -33,6 +51,10 @@ impl Default for IngestionConfig {
             chunk_size: DEFAULT_CHUNK_SIZE,
             chunk_overlap: DEFAULT_CHUNK_OVERLAP,
             chunking_strategy: ChunkingStrategy::Recursive,
+            auto_ocr: true,
+            ocr_languages: vec!["eng".to_owned()],
+            ocr_dpi: DEFAULT_OCR_DPI,
+            max_pages: DEFAULT_MAX_PAGES,
         }
     }
 }
@@ -71,7 +93,13 @@ impl IngestionConfig {
                     merged.chunking_strategy = serde_json::from_value(value.clone())
                         .map_err(|_| IngestionConfigError::one(key, "must be recursive, markdown or fixed"))?;
                 }
-                other => return Err(IngestionConfigError::one(other, "is not a chunking setting")),
+                "auto_ocr" => {
+                    merged.auto_ocr = value.as_bool().ok_or_else(|| IngestionConfigError::one(key, "must be true or false"))?
+                }
+                "ocr_languages" => merged.ocr_languages = languages(value)?,
+                "ocr_dpi" => merged.ocr_dpi = whole_number(key, value)?,
+                "max_pages" => merged.max_pages = whole_number(key, value)?,
+                other => return Err(IngestionConfigError::one(other, "is not an ingestion setting")),
             }
         }
         merged.validate()?;
@@ -87,6 +115,15 @@ impl IngestionConfig {
         if self.chunk_size == 0 || self.chunk_size > MAX_CHUNK_SIZE {
             return Err(IngestionConfigError::one("chunk_size", format!("must be between 1 and {MAX_CHUNK_SIZE}")));
         }
+        if !OCR_DPI_RANGE.contains(&self.ocr_dpi) {
+            return Err(IngestionConfigError::one(
+                "ocr_dpi",
+                format!("must be between {} and {}", OCR_DPI_RANGE.start(), OCR_DPI_RANGE.end()),
+            ));
+        }
+        if self.max_pages == 0 || self.max_pages > MAX_PAGES_CEILING {
+            return Err(IngestionConfigError::one("max_pages", format!("must be between 1 and {MAX_PAGES_CEILING}")));
+        }
         if self.chunk_overlap >= self.chunk_size {
             let why =
                 format!("chunk_overlap ({}) must be smaller than chunk_size ({})", self.chunk_overlap, self.chunk_size);
@@ -101,9 +138,31 @@ impl IngestionConfig {
         Ok(())
     }
 
-    pub fn to_value(self) -> Value {
+    pub fn to_value(&self) -> Value {
         serde_json::to_value(self).unwrap_or_else(|_| Value::Object(Map::new()))
     }
+}
+
+/// A list of one or more languages the OCR model reads, without repeats.
+fn languages(value: &Value) -> Result<Vec<String>, IngestionConfigError> {
+    let field = "ocr_languages";
+    let items = value.as_array().filter(|items| !items.is_empty()).ok_or_else(|| {
+        IngestionConfigError::one(field, "must be a non-empty list of language codes, such as [\"eng\"]")
+    })?;
+    let mut languages = Vec::with_capacity(items.len());
+    for item in items {
+        let code = item.as_str().ok_or_else(|| IngestionConfigError::one(field, "must list language codes as strings"))?;
+        if !OCR_LANGUAGES.contains(&code) {
+            return Err(IngestionConfigError::one(
+                field,
+                format!("{code:?} has no OCR model in this deployment; it reads {}", OCR_LANGUAGES.join(", ")),
+            ));
+        }
+        if !languages.iter().any(|known| known == code) {
+            languages.push(code.to_owned());
+        }
+    }
+    Ok(languages)
 }
 
 fn whole_number(key: &str, value: &Value) -> Result<u32, IngestionConfigError> {
@@ -121,16 +180,39 @@ mod tests {
     #[test]
     fn an_override_is_judged_merged_with_what_it_overrides() {
         let base = IngestionConfig::default();
-        let merged = IngestionConfig::merged(base, &json!({"chunk_size": 800})).expect("valid");
+        let merged = IngestionConfig::merged(base.clone(), &json!({"chunk_size": 800})).expect("valid");
         assert_eq!((merged.chunk_size, merged.chunk_overlap), (800, 200));
-        let refused = IngestionConfig::merged(base, &json!({"chunk_overlap": 4096})).expect_err("pair");
+        let refused = IngestionConfig::merged(base.clone(), &json!({"chunk_overlap": 4096})).expect_err("pair");
         let fields: Vec<&str> = refused.fields.iter().map(|(f, _)| f.as_str()).collect();
         assert_eq!(fields, ["ingestion_config", "ingestion_config.chunk_overlap", "ingestion_config.chunk_size"]);
-        let refused = IngestionConfig::merged(base, &json!({"chunk_size": -1})).expect_err("own");
+        let refused = IngestionConfig::merged(base.clone(), &json!({"chunk_size": -1})).expect_err("own");
         assert_eq!(refused.fields[0].0, "ingestion_config.chunk_size");
-        let refused = IngestionConfig::merged(base, &json!({"chunking_strategy": "semantic"})).expect_err("strategy");
+        let refused = IngestionConfig::merged(base.clone(), &json!({"chunking_strategy": "semantic"})).expect_err("strategy");
         assert_eq!(refused.fields[0].0, "ingestion_config.chunking_strategy");
-        assert!(IngestionConfig::merged(base, &json!({"parser": "x"})).is_err());
+        assert!(IngestionConfig::merged(base.clone(), &json!({"parser": "x"})).is_err());
         assert!(IngestionConfig::merged(base, &json!([1])).is_err());
+    }
+
+    #[test]
+    fn ocr_settings_are_validated_and_a_language_without_a_model_is_refused() {
+        let base = IngestionConfig::default();
+        assert!(base.auto_ocr);
+        assert_eq!((base.ocr_dpi, base.max_pages, base.ocr_languages.clone()), (150, 1000, vec!["eng".to_owned()]));
+        let merged =
+            IngestionConfig::merged(base.clone(), &json!({"auto_ocr": false, "ocr_languages": ["chi_sim", "eng", "eng"], "ocr_dpi": 300, "max_pages": 5}))
+                .expect("valid");
+        assert_eq!((merged.auto_ocr, merged.ocr_dpi, merged.max_pages), (false, 300, 5));
+        assert_eq!(merged.ocr_languages, ["chi_sim", "eng"]);
+        for (changes, field, says) in [
+            (json!({"ocr_languages": ["deu"]}), "ingestion_config.ocr_languages", "\"deu\" has no OCR model"),
+            (json!({"ocr_languages": []}), "ingestion_config.ocr_languages", "non-empty"),
+            (json!({"ocr_dpi": 600}), "ingestion_config.ocr_dpi", "between 72 and 400"),
+            (json!({"max_pages": 0}), "ingestion_config.max_pages", "between 1 and 2000"),
+            (json!({"auto_ocr": "yes"}), "ingestion_config.auto_ocr", "true or false"),
+        ] {
+            let refused = IngestionConfig::merged(base.clone(), &changes).expect_err("refused");
+            assert_eq!(refused.fields[0].0, field);
+            assert!(refused.fields[0].1.contains(says), "{:?}", refused.fields);
+        }
     }
 }

@@ -102,7 +102,8 @@ impl Extractor {
             extension: kind.extension.to_owned(),
             options: *options,
             memory_bytes: self.memory_bytes,
-            cpu_seconds: hard_time_limit.as_secs() + 1,
+            // OCR runs on every core, so CPU time can pass wall time that many times over.
+            cpu_seconds: hard_time_limit.as_secs() * cores() + 1,
             file_bytes: bytes.len() as u64,
         };
         let child = Command::new(&self.program)
@@ -128,13 +129,13 @@ impl Extractor {
         filename: &str,
         declared_mime: Option<&str>,
         bytes: &[u8],
-        max_chars: usize,
+        options: &ExtractOptions,
     ) -> Result<Result<FileContent, Refusal>, IsolateError> {
         let accepted = match sluice_formats::check_upload(filename, declared_mime, bytes) {
             Ok(accepted) => accepted,
             Err(refusal) => return Ok(Err(refusal)),
         };
-        let extraction = match self.extract(accepted.kind, bytes, &ExtractOptions::new(max_chars))? {
+        let extraction = match self.extract(accepted.kind, bytes, options)? {
             Ok(extraction) => extraction,
             Err(refusal) => return Ok(Err(refusal)),
         };
@@ -151,6 +152,20 @@ impl Extractor {
             height: dimension(extraction.dimensions.map(|d| d.1)),
         }))
     }
+}
+
+/// How a chat upload is read: `CHAT_PARSED_TEXT_MAX_CHARS` of text, and OCR of at most
+/// `CHAT_OCR_MAX_PAGES` scanned pages (an image is one) within the request's time limit.
+pub fn chat_options(config: &sluice_domain::Config) -> ExtractOptions {
+    let ocr = (config.chat_ocr_max_pages > 0).then_some(sluice_formats::OcrOptions {
+        dpi: sluice_domain::ingestion::DEFAULT_OCR_DPI,
+        max_pages: config.chat_ocr_max_pages,
+    });
+    ExtractOptions::new(config.parsed_text_max_chars).with_ocr(ocr)
+}
+
+fn cores() -> u64 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
 }
 
 /// How a worker ended.

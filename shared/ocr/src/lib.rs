@@ -26,10 +26,6 @@ use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
-/// The languages the shipped recognition model reads, as Tesseract names them: PP-OCRv4's
-/// Chinese model, whose dictionary holds simplified Chinese and the Latin alphabet.
-pub const LANGUAGES: &[&str] = &["eng", "chi_sim"];
-
 /// The longest side, in pixels, the detector sees; a larger page is scaled down to it.
 pub const MAX_SIDE: u32 = 2000;
 /// A smaller page is scaled up until its shorter side is this long (the detector's training).
@@ -81,7 +77,6 @@ pub struct Engine {
     recognizer: Mutex<Session>,
     /// Index `i` of the recognizer's output is `characters[i]`; index 0 is CTC's blank.
     characters: Vec<char>,
-    _environment: Environment,
 }
 
 impl std::fmt::Debug for Engine {
@@ -90,6 +85,7 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+static RUNTIME: OnceLock<Result<Environment, String>> = OnceLock::new();
 static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
 
 /// The process's engine, loaded on first use.
@@ -97,29 +93,52 @@ pub fn engine() -> Result<&'static Engine, OcrError> {
     ENGINE.get_or_init(load).as_ref().map_err(|message| OcrError::Unavailable(message.clone()))
 }
 
-/// Loads the engine now, or says why it cannot be: a function that OCRs calls this at start
-/// and refuses to serve without it, so a missing layer fails the deployment, not each scan.
-pub fn ensure_available() -> Result<(), String> {
-    engine().map(|_| ()).map_err(|error| error.to_string())
+/// Checks that ONNX Runtime loads and the model files are there, without building the
+/// sessions: a function whose workers OCR calls this at start and refuses to serve without
+/// it, so a missing layer fails the deployment, not each scan.
+pub fn ensure_installed() -> Result<(), String> {
+    runtime()?;
+    for file in [DETECTOR_FILE, RECOGNIZER_FILE] {
+        let path = model_dir().join(file);
+        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() > 0) {
+            return Err(unavailable(&format!("{} is missing", path.display()), &"no such model file"));
+        }
+    }
+    Ok(())
+}
+
+fn model_dir() -> PathBuf {
+    PathBuf::from(std::env::var("SLUICE_OCR_MODEL_DIR").unwrap_or_else(|_| "models".to_owned()))
+}
+
+fn unavailable(what: &str, error: &dyn std::fmt::Display) -> String {
+    format!("OCR is not available: {what} ({error}); check the OCR layer, ORT_DYLIB_PATH and SLUICE_OCR_MODEL_DIR")
+}
+
+/// ONNX Runtime, loaded once per process from `ORT_DYLIB_PATH`.
+fn runtime() -> Result<&'static Environment, String> {
+    RUNTIME
+        .get_or_init(|| {
+            let library = std::env::var("ORT_DYLIB_PATH").unwrap_or_else(|_| "libonnxruntime.so".to_owned());
+            ort::init_from(&library)
+                .map_err(|e| unavailable(&format!("ONNX Runtime could not be loaded from {library}"), &e))?
+                .with_name("sluice-ocr")
+                .build()
+                .map_err(|e| unavailable("ONNX Runtime did not start", &e))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 fn load() -> Result<Engine, String> {
-    let library = std::env::var("ORT_DYLIB_PATH").unwrap_or_else(|_| "libonnxruntime.so".to_owned());
-    let models = PathBuf::from(std::env::var("SLUICE_OCR_MODEL_DIR").unwrap_or_else(|_| "models".to_owned()));
-    let unavailable = |what: &str, error: &dyn std::fmt::Display| {
-        format!("OCR is not available: {what} ({error}); check the OCR layer, ORT_DYLIB_PATH and SLUICE_OCR_MODEL_DIR")
-    };
-    let environment = ort::init_from(&library)
-        .map_err(|e| unavailable(&format!("ONNX Runtime could not be loaded from {library}"), &e))?
-        .with_name("sluice-ocr")
-        .build()
-        .map_err(|e| unavailable("ONNX Runtime did not start", &e))?;
+    let environment = runtime()?;
+    let models = model_dir();
     // One thread per core the function has: a Lambda's vCPUs are few and all ours.
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let session = |file: &str| -> Result<Session, String> {
         let path = models.join(file);
         let bytes = std::fs::read(&path).map_err(|e| unavailable(&format!("{} cannot be read", path.display()), &e))?;
-        Session::builder(&environment)
+        Session::builder(environment)
             .and_then(|builder| builder.with_intra_threads(threads).map_err(ort::Error::<()>::from))
             .and_then(|mut builder| builder.commit_from_memory(&bytes))
             .map_err(|e| unavailable(&format!("{} is not a model ONNX Runtime can run", path.display()), &e))
@@ -135,7 +154,7 @@ fn load() -> Result<Engine, String> {
     let mut characters = vec!['\0'];
     characters.extend(dictionary.lines().filter_map(|line| line.chars().next()));
     characters.push(' ');
-    Ok(Engine { detector: Mutex::new(detector), recognizer: Mutex::new(recognizer), characters, _environment: environment })
+    Ok(Engine { detector: Mutex::new(detector), recognizer: Mutex::new(recognizer), characters })
 }
 
 impl Engine {
@@ -276,7 +295,7 @@ mod tests {
 
     #[test]
     fn the_detector_sees_at_most_max_side_in_multiples_of_32() {
-        assert_eq!(detector_size(1275, 1650), (1248, 1632));
+        assert_eq!(detector_size(1275, 1650), (1280, 1664));
         let (w, h) = detector_size(2550, 3300);
         assert!(w <= MAX_SIDE + 16 && h <= MAX_SIDE + 16 && w % 32 == 0 && h % 32 == 0, "{w}x{h}");
         // A small screenshot is scaled up so its text is large enough to detect.

@@ -41,6 +41,8 @@ pub struct Document {
     pub source_path: Option<String>,
     /// What brought it and counts it, when a sync did: see `crate::sync`.
     pub sync: Option<SyncOrigin>,
+    /// Byte spans of the parsed text that OCR read.
+    pub ocr_spans: Vec<(usize, usize)>,
     pub created_at: OffsetDateTime,
     pub completed_at: Option<OffsetDateTime>,
 }
@@ -48,7 +50,7 @@ pub struct Document {
 const DOCUMENT_COLUMNS: &str = "id, collection_name, kb_id, org_id, owner_id, filename, filesize, filetype, \
     mime_type, status, error_message, vector_document_id, chunk_count, storage_path, parsed_path, \
     organizational_unit, source, document_date, content_hash, ingestion_config, replace_previous, created_at, \
-    completed_at, source_path, sync_source_id, sync_run_id, source_etag, replaces_document_id";
+    completed_at, source_path, sync_source_id, sync_run_id, source_etag, replaces_document_id, ocr_spans";
 
 fn document(row: &Row) -> Document {
     Document {
@@ -75,6 +77,7 @@ fn document(row: &Row) -> Document {
         replace_previous: row.get("replace_previous"),
         source_path: row.get("source_path"),
         sync: sync_origin(row),
+        ocr_spans: row.get::<_, Option<serde_json::Value>>("ocr_spans").and_then(|v| serde_json::from_value(v).ok()).unwrap_or_default(),
         created_at: row.get("created_at"),
         completed_at: row.get("completed_at"),
     }
@@ -310,9 +313,13 @@ impl Db {
     }
 
     /// Records a document's parsed text; `false` when the row is gone (deleted meanwhile).
-    pub async fn set_parsed_path(&self, id: Uuid, path: &str) -> Result<bool, StoreError> {
+    /// Records where a document's parsed text is, with the spans of it OCR read.
+    pub async fn set_parsed_path(&self, id: Uuid, path: &str, ocr_spans: &[(usize, usize)]) -> Result<bool, StoreError> {
         let client = self.client().await?;
-        let updated = client.execute("UPDATE rag_documents SET parsed_path = $2 WHERE id = $1", &[&id, &path]).await?;
+        let spans = (!ocr_spans.is_empty()).then(|| serde_json::json!(ocr_spans));
+        let updated = client
+            .execute("UPDATE rag_documents SET parsed_path = $2, ocr_spans = $3 WHERE id = $1", &[&id, &path, &spans])
+            .await?;
         Ok(updated == 1)
     }
 

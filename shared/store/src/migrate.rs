@@ -17,6 +17,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (6, "janitor", include_str!("../migrations/0006_janitor.sql")),
     (7, "vector_table_functions", include_str!("../migrations/0007_vector_table_functions.sql")),
     (8, "sync_sources", include_str!("../migrations/0008_sync_sources.sql")),
+    (9, "ocr", include_str!("../migrations/0009_ocr.sql")),
 ];
 
 /// The schema version this build's code is written against.
