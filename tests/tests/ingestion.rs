@@ -160,7 +160,7 @@ async fn a_refused_document_stores_nothing_and_says_why() {
     let text = || file_form("notes.txt", None, b"some words".to_vec());
 
     let (status, refused) =
-        upload(&stack, &user, &path, file_form("photo.png", None, sluice_e2e::tiny_png(2, 2))).await;
+        upload(&stack, &user, &path, file_form("bundle.zip", None, fixtures::zip(&[("a.txt", "x")]))).await;
     assert_eq!(status, 415, "{refused}");
     assert!(refused["error"]["details"]["fields"]["file"].is_string());
     let (status, refused) =
@@ -204,10 +204,11 @@ async fn a_refused_document_stores_nothing_and_says_why() {
     let (status, formats) = stack.call_json(&user, Method::GET, "/rag/supported-formats", None).await;
     assert_eq!(status, 200);
     let formats: Vec<&str> = formats["formats"].as_array().expect("list").iter().filter_map(Value::as_str).collect();
-    for ext in [".pdf", ".docx", ".xlsx", ".md", ".txt", ".pptx", ".msg"] {
+    // Images and TIFF pages are read by OCR.
+    for ext in [".pdf", ".docx", ".xlsx", ".md", ".txt", ".pptx", ".msg", ".png", ".jpg", ".tiff", ".webp", ".gif"] {
         assert!(formats.contains(&ext), "{ext} missing from {formats:?}");
     }
-    for ext in [".png", ".zip", ".tgz"] {
+    for ext in [".zip", ".tgz"] {
         assert!(!formats.contains(&ext), "{ext} cannot be ingested");
     }
     settled(&stack, &user, &kb_id).await;

@@ -56,10 +56,11 @@ pub const MULTIPART_ALLOWANCE_BYTES: u64 = 1024 * 1024;
 /// most a no-workspace agent can sensibly be pasted; the rest is marked as left out.
 pub const DEFAULT_PARSED_TEXT_MAX_CHARS: usize = 200_000;
 
-/// Default `SLUICE_PARSE_MAX_MEMORY_MB`: PDFium reads 2,000 full pages in about 40 MiB, so
-/// 512 MiB is ample for any honest file, and half of the upload function's 1,024 MB (a
-/// Lambda instance serves one request at a time).
-pub const DEFAULT_PARSE_MAX_MEMORY_MB: u64 = 512;
+/// Default `SLUICE_PARSE_MAX_MEMORY_MB` (address space, not resident memory): PDFium reads
+/// 2,000 full pages in about 40 MiB, while OCR maps ONNX Runtime and its models and peaks
+/// near 500 MiB of address space on a page (about 340 MiB resident: the detector reads a
+/// page in bands to bound it). A Lambda instance serves one request at a time.
+pub const DEFAULT_PARSE_MAX_MEMORY_MB: u64 = 1024;
 
 /// Default `SLUICE_UPLOAD_INTENT_TTL_SECS`: 15 minutes moves 50 MB over a slow 0.5 Mbit/s
 /// link, and an abandoned intent is reaped soon after.

@@ -420,34 +420,45 @@ pub fn scanned_page(text: &str, dpi: u32, skew_degrees: f32, seed: u64) -> image
 
 /// An image-only PDF: each page one 8-bit grey image filling a page sized for `dpi`.
 pub fn image_pdf(pages: &[image::GrayImage], dpi: u32) -> Vec<u8> {
+    image_pdf_of(pages, dpi, pages.len())
+}
+
+/// An image-only PDF of `count` pages showing `images` in turn, each image stored once (a
+/// thousands-page scan in a small file).
+pub fn image_pdf_of(images: &[image::GrayImage], dpi: u32, count: usize) -> Vec<u8> {
     use std::io::Write;
+    // 1: catalog, 2: page tree, 3..: the images, then a content stream and a page per page.
+    let first_page = 3 + images.len();
     let mut objects: Vec<Vec<u8>> = Vec::new();
-    let page_ids: Vec<usize> = (0..pages.len()).map(|i| 3 + 3 * i).collect();
     objects.push(b"<< /Type /Catalog /Pages 2 0 R >>".to_vec());
-    let kids: Vec<String> = page_ids.iter().map(|id| format!("{id} 0 R")).collect();
-    objects.push(format!("<< /Type /Pages /Kids [{}] /Count {} >>", kids.join(" "), pages.len()).into_bytes());
-    for (i, page) in pages.iter().enumerate() {
-        let (image_id, content_id) = (page_ids[i] + 1, page_ids[i] + 2);
-        let (w, h) = (page.width() as f32 * 72.0 / dpi as f32, page.height() as f32 * 72.0 / dpi as f32);
-        objects.push(
-            format!(
-                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {w:.2} {h:.2}] /Resources << /XObject << /Im0 {image_id} 0 R >> >> /Contents {content_id} 0 R >>"
-            )
-            .into_bytes(),
-        );
+    let kids: Vec<String> = (0..count).map(|i| format!("{} 0 R", first_page + 2 * i)).collect();
+    objects.push(format!("<< /Type /Pages /Kids [{}] /Count {count} >>", kids.join(" ")).into_bytes());
+    for image in images {
         let mut deflated = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
-        deflated.write_all(page.as_raw()).expect("deflate");
+        deflated.write_all(image.as_raw()).expect("deflate");
         let deflated = deflated.finish().expect("deflate");
-        let mut image = format!(
+        let mut object = format!(
             "<< /Type /XObject /Subtype /Image /Width {} /Height {} /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode /Length {} >>\nstream\n",
-            page.width(),
-            page.height(),
+            image.width(),
+            image.height(),
             deflated.len()
         )
         .into_bytes();
-        image.extend_from_slice(&deflated);
-        image.extend_from_slice(b"\nendstream");
-        objects.push(image);
+        object.extend_from_slice(&deflated);
+        object.extend_from_slice(b"\nendstream");
+        objects.push(object);
+    }
+    for i in 0..count {
+        let image = &images[i % images.len()];
+        let image_id = 3 + i % images.len();
+        let (w, h) = (image.width() as f32 * 72.0 / dpi as f32, image.height() as f32 * 72.0 / dpi as f32);
+        objects.push(
+            format!(
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {w:.2} {h:.2}] /Resources << /XObject << /Im0 {image_id} 0 R >> >> /Contents {} 0 R >>",
+                first_page + 2 * i + 1
+            )
+            .into_bytes(),
+        );
         let content = format!("q {w:.2} 0 0 {h:.2} 0 0 cm /Im0 Do Q\n");
         objects.push(format!("<< /Length {} >>\nstream\n{content}endstream", content.len()).into_bytes());
     }

@@ -27,7 +27,7 @@ fn a_scanned_pdf_is_read_page_by_page_and_marked_as_ocr() {
     let extraction = extract(kind_for_filename("scan.pdf").expect("pdf"), &file, &ocr(1000)).expect("read");
     let text = extraction.text.expect("text");
     eprintln!("{text}");
-    assert!(recall(PAGE_ONE, &text) >= 0.9 && recall(PAGE_TWO, &text) >= 0.9, "{text}");
+    assert!(recall(PAGE_ONE, &text) >= 0.8 && recall(PAGE_TWO, &text) >= 0.8, "{text}");
     assert_eq!(extraction.ocr_pages, Some(2));
     assert_eq!(extraction.ocr_spans.len(), 2);
     let second = &text[extraction.ocr_spans[1].0..extraction.ocr_spans[1].1];
@@ -50,12 +50,12 @@ fn a_text_layer_is_never_ocred() {
 fn images_and_tiff_pages_are_read() {
     let page = scanned_page(PAGE_ONE, 150, 0.0, 3);
     let png = extract(kind_for_filename("a.png").expect("png"), &png_of(&page), &ocr(3)).expect("read");
-    assert!(recall(PAGE_ONE, png.text.as_deref().unwrap_or("")) >= 0.9, "{png:?}");
+    assert!(recall(PAGE_ONE, png.text.as_deref().unwrap_or("")) >= 0.8, "{png:?}");
     assert_eq!(png.dimensions, Some((page.width(), page.height())));
     let tiff = tiff_of(&[page, scanned_page(PAGE_TWO, 150, 0.5, 4)]);
     let read = extract(kind_for_filename("a.tiff").expect("tiff"), &tiff, &ocr(3)).expect("read");
     let text = read.text.expect("text");
-    assert!(recall(PAGE_TWO, &text) >= 0.9, "{text}");
+    assert!(recall(PAGE_TWO, &text) >= 0.8, "{text}");
     assert_eq!(read.ocr_pages, Some(2));
 }
 

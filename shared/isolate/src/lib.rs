@@ -108,6 +108,8 @@ impl Extractor {
         };
         let child = Command::new(&self.program)
             .env(WORKER_ENV, "1")
+            // OCR's threads would each reserve a 64 MiB malloc arena of address space.
+            .env("MALLOC_ARENA_MAX", "2")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -81,6 +81,8 @@ pub fn text_regions(
     let mask = GrayImage::from_fn(width, height, |x, y| {
         Luma([if probabilities[(y * width + x) as usize] > threshold { 255 } else { 0 }])
     });
+    // Grown by a pixel all round: tighter boxes cut into the letters' edges, and the
+    // recognizer then loses word spaces.
     let mask = imageproc::morphology::dilate(&mask, imageproc::distance_transform::Norm::LInf, 1);
     let mut regions = Vec::new();
     for contour in find_contours::<i32>(&mask) {

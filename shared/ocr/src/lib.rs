@@ -28,8 +28,9 @@ use std::time::Instant;
 
 /// The longest side, in pixels, the detector sees; a larger page is scaled down to it.
 pub const MAX_SIDE: u32 = 2000;
-/// A smaller page is scaled up until its shorter side is this long (the detector's training).
-const MIN_SHORT_SIDE: u32 = 736;
+/// A smaller image is scaled up until its longer side is this long. Only small images are:
+/// the detector run above a scan's own resolution draws boxes that lose word spaces.
+const MIN_LONG_SIDE: u32 = 736;
 const DETECTOR_FILE: &str = "ch_PP-OCRv4_det_infer.onnx";
 const RECOGNIZER_FILE: &str = "ch_PP-OCRv4_rec_infer.onnx";
 /// The detector's probability above which a pixel is text.
@@ -45,6 +46,13 @@ const MIN_LINE_WIDTH: u32 = 320;
 /// The longest line the recognizer is given, in multiples of its height.
 const MAX_LINE_RATIO: u32 = 40;
 const BATCH: usize = 8;
+/// The most pixels the detector sees at once; a larger page is read in bands.
+const BAND_PIXELS: u32 = 640 * 832;
+const MIN_BAND_ROWS: u32 = 256;
+/// Rows a band shares with each neighbour, so a line across a band's edge is whole in one.
+const BAND_OVERLAP: u32 = 64;
+/// The smallest gap, in recognizer steps, read as a word space.
+const MIN_WORD_GAP: usize = 4;
 /// The most lines read from one page (a page of noise detects thousands).
 const MAX_LINES: usize = 2000;
 
@@ -140,6 +148,10 @@ fn load() -> Result<Engine, String> {
         let bytes = std::fs::read(&path).map_err(|e| unavailable(&format!("{} cannot be read", path.display()), &e))?;
         Session::builder(environment)
             .and_then(|builder| builder.with_intra_threads(threads).map_err(ort::Error::<()>::from))
+            .and_then(|builder| builder.with_memory_pattern(false).map_err(ort::Error::<()>::from))
+            .and_then(|builder| {
+                builder.with_execution_providers([ort::ep::CPU::default().with_arena_allocator(false).build()]).map_err(ort::Error::<()>::from)
+            })
             .and_then(|mut builder| builder.commit_from_memory(&bytes))
             .map_err(|e| unavailable(&format!("{} is not a model ONNX Runtime can run", path.display()), &e))
     };
@@ -188,28 +200,49 @@ impl Engine {
     fn detect(&self, page: &GrayImage) -> Result<Vec<RotatedRect>, OcrError> {
         let (width, height) = detector_size(page.width(), page.height());
         let scaled = image::imageops::resize(page, width, height, image::imageops::FilterType::Triangle);
-        let plane = (width * height) as usize;
+        let mut probabilities = vec![0f32; (width * height) as usize];
+        for band in bands(width, height) {
+            self.detect_band(&scaled, band, &mut probabilities)?;
+        }
+        drop(scaled);
+        let scale = (page.width() as f32 / width as f32, page.height() as f32 / height as f32);
+        Ok(geometry::text_regions(&probabilities, width, height, PIXEL_THRESHOLD, BOX_THRESHOLD, UNCLIP_RATIO)
+            .into_iter()
+            .map(|region| region.scaled(scale.0, scale.1))
+            .filter(|region| region.height >= 4.0 && region.width >= 4.0)
+            .collect())
+    }
+
+    /// Runs the detector on rows `band.0..band.1` of `scaled`, keeping its answer for rows
+    /// `band.2..band.3` (the band less the overlap its neighbours answer for).
+    fn detect_band(
+        &self,
+        scaled: &GrayImage,
+        (from, to, keep_from, keep_to): (u32, u32, u32, u32),
+        probabilities: &mut [f32],
+    ) -> Result<(), OcrError> {
+        let width = scaled.width() as usize;
+        let rows = (to - from) as usize;
+        let plane = width * rows;
         let mut input = vec![0f32; 3 * plane];
-        for (i, pixel) in scaled.as_raw().iter().enumerate() {
+        let pixels = &scaled.as_raw()[from as usize * width..to as usize * width];
+        for (i, pixel) in pixels.iter().enumerate() {
             let value = f32::from(*pixel) / 127.5 - 1.0;
             input[i] = value;
             input[plane + i] = value;
             input[2 * plane + i] = value;
         }
-        drop(scaled);
-        let tensor = Tensor::from_array(([1usize, 3, height as usize, width as usize], input)).map_err(engine_failed)?;
+        let tensor = Tensor::from_array(([1usize, 3, rows, width], input)).map_err(engine_failed)?;
         let mut detector = self.detector.lock().map_err(|_| OcrError::Engine)?;
         let outputs = detector.run(ort::inputs![tensor]).map_err(engine_failed)?;
-        let (_, probabilities) = outputs[0].try_extract_tensor::<f32>().map_err(engine_failed)?;
-        if probabilities.len() != plane {
+        let (_, band) = outputs[0].try_extract_tensor::<f32>().map_err(engine_failed)?;
+        if band.len() != plane {
             return Err(OcrError::Engine);
         }
-        let scale = (page.width() as f32 / width as f32, page.height() as f32 / height as f32);
-        Ok(geometry::text_regions(probabilities, width, height, PIXEL_THRESHOLD, BOX_THRESHOLD, UNCLIP_RATIO)
-            .into_iter()
-            .map(|region| region.scaled(scale.0, scale.1))
-            .filter(|region| region.height >= 4.0 && region.width >= 4.0)
-            .collect())
+        let (keep_from, keep_to) = (keep_from as usize, keep_to as usize);
+        let kept = &band[(keep_from - from as usize) * width..(keep_to - from as usize) * width];
+        probabilities[keep_from * width..keep_to * width].copy_from_slice(kept);
+        Ok(())
     }
 
     /// Each line's text, or `None` for a line read with too little confidence.
@@ -250,25 +283,54 @@ impl Engine {
 
     /// CTC's greedy decoding: the best class at each step, repeats and blanks dropped.
     fn decode(&self, steps: &[f32], classes: usize) -> Option<String> {
-        let mut text = String::new();
+        let mut emitted: Vec<(char, usize)> = Vec::new();
         let mut confidence = 0f32;
-        let mut kept = 0usize;
         let mut previous = 0usize;
-        for step in steps.chunks(classes) {
+        for (index, step) in steps.chunks(classes).enumerate() {
             let (best, score) =
                 step.iter().copied().enumerate().fold((0, f32::MIN), |b, (i, s)| if s > b.1 { (i, s) } else { b });
             if best != 0 && best != previous {
                 if let Some(&ch) = self.characters.get(best) {
-                    text.push(ch);
+                    emitted.push((ch, index));
                     confidence += score;
-                    kept += 1;
                 }
             }
             previous = best;
         }
+        let kept = emitted.len();
+        let text = with_word_gaps(&emitted);
         let text = text.trim();
         (kept > 0 && confidence / kept as f32 >= TEXT_SCORE && !text.is_empty()).then(|| text.to_owned())
     }
+}
+
+/// The recognized characters, with a space wherever two of them stand further apart than
+/// letters of a word do. The recognizer reads Latin word spaces unreliably (its dictionary
+/// is mostly Chinese, which has none); where it emits them they are kept. A character is
+/// emitted at a step (eight pixels of a 48-pixel-high line), letters of a word sit two or
+/// three steps apart, and a gap past the line's usual spacing by a step is a space.
+fn with_word_gaps(emitted: &[(char, usize)]) -> String {
+    let mut gaps: Vec<usize> = emitted
+        .windows(2)
+        .filter(|pair| pair[0].0 != ' ' && pair[1].0 != ' ')
+        .map(|pair| pair[1].1 - pair[0].1)
+        .collect();
+    gaps.sort_unstable();
+    let threshold = gaps.get(gaps.len() / 2).map_or(usize::MAX, |median| (median + 1).max(MIN_WORD_GAP));
+    let mut text = String::with_capacity(emitted.len() + 8);
+    for (i, &(ch, step)) in emitted.iter().enumerate() {
+        if let Some(&(before, before_step)) = i.checked_sub(1).and_then(|j| emitted.get(j)) {
+            let latin = |c: char| c.is_ascii_alphanumeric() || c.is_ascii_punctuation();
+            // A wide letter's neighbour sits a step further off within a word too.
+            let wide = |c: char| matches!(c, 'm' | 'w' | 'M' | 'W');
+            let needed = threshold + usize::from(wide(before) || wide(ch));
+            if ch != ' ' && before != ' ' && latin(ch) && latin(before) && step - before_step >= needed {
+                text.push(' ');
+            }
+        }
+        text.push(ch);
+    }
+    text
 }
 
 fn engine_failed(error: impl std::fmt::Display) -> OcrError {
@@ -277,11 +339,34 @@ fn engine_failed(error: impl std::fmt::Display) -> OcrError {
     OcrError::Engine
 }
 
-/// The detector's input size: at most [`MAX_SIDE`] on the longer side, the shorter side
-/// scaled up towards [`MIN_SHORT_SIDE`], each a multiple of 32.
+/// Horizontal bands of a `width` × `height` detector input, each at most [`BAND_PIXELS`]
+/// (at least [`MIN_BAND_ROWS`] rows), overlapping by [`BAND_OVERLAP`] rows: `(from, to,
+/// keep_from, keep_to)`, the kept rows tiling the input exactly. The detector's memory
+/// grows with its input, so a band bounds it whatever the page.
+fn bands(width: u32, height: u32) -> Vec<(u32, u32, u32, u32)> {
+    let rows = ((BAND_PIXELS / width.max(1)) / 32 * 32).max(MIN_BAND_ROWS);
+    if rows >= height {
+        return vec![(0, height, 0, height)];
+    }
+    let step = rows - 2 * BAND_OVERLAP;
+    let mut bands = Vec::new();
+    let mut keep_from = 0;
+    while keep_from < height {
+        let from = keep_from.saturating_sub(BAND_OVERLAP);
+        let to = (from + rows).min(height);
+        let from = to.saturating_sub(rows);
+        let keep_to = if to == height { height } else { (keep_from + step).min(to - BAND_OVERLAP) };
+        bands.push((from, to, keep_from, keep_to));
+        keep_from = keep_to;
+    }
+    bands
+}
+
+/// The detector's input size: at most [`MAX_SIDE`] on the longer side, a small image's
+/// longer side scaled up to [`MIN_LONG_SIDE`], each a multiple of 32.
 fn detector_size(width: u32, height: u32) -> (u32, u32) {
-    let (long, short) = (width.max(height) as f32, width.min(height) as f32);
-    let mut ratio = if short < MIN_SHORT_SIDE as f32 { MIN_SHORT_SIDE as f32 / short } else { 1.0 };
+    let long = width.max(height) as f32;
+    let mut ratio = if long < MIN_LONG_SIDE as f32 { MIN_LONG_SIDE as f32 / long } else { 1.0 };
     if long * ratio > MAX_SIDE as f32 {
         ratio = MAX_SIDE as f32 / long;
     }
@@ -294,12 +379,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn wide_gaps_between_latin_characters_are_word_spaces() {
+        let emitted: Vec<(char, usize)> =
+            [('T', 2), ('h', 4), ('e', 7), ('p', 11), ('i', 13), ('l', 14), ('o', 16), ('t', 18), (' ', 20), ('s', 22)]
+                .into();
+        assert_eq!(with_word_gaps(&emitted), "The pilot s");
+        // Chinese characters sit apart without spaces between them.
+        assert_eq!(with_word_gaps(&[('港', 2), ('口', 8), ('局', 14)]), "港口局");
+        assert_eq!(with_word_gaps(&[]), "");
+    }
+
+    #[test]
+    fn bands_tile_the_page_with_overlap_and_stay_small() {
+        for (width, height) in [(1280, 1664), (2000, 1600), (640, 416), (32, 4992), (1280, 1120)] {
+            let bands = bands(width, height);
+            let mut next = 0;
+            for &(from, to, keep_from, keep_to) in &bands {
+                assert_eq!(keep_from, next, "{width}x{height}: {bands:?}");
+                assert!(from <= keep_from && keep_from < keep_to && keep_to <= to && to <= height, "{bands:?}");
+                assert!((to - from) * width <= BAND_PIXELS.max(MIN_BAND_ROWS * width), "{bands:?}");
+                assert_eq!((to - from) % 32, 0, "{bands:?}");
+                next = keep_to;
+            }
+            assert_eq!(next, height, "{width}x{height}: {bands:?}");
+        }
+    }
+
+    #[test]
     fn the_detector_sees_at_most_max_side_in_multiples_of_32() {
         assert_eq!(detector_size(1275, 1650), (1280, 1664));
         let (w, h) = detector_size(2550, 3300);
         assert!(w <= MAX_SIDE + 16 && h <= MAX_SIDE + 16 && w % 32 == 0 && h % 32 == 0, "{w}x{h}");
         // A small screenshot is scaled up so its text is large enough to detect.
-        assert_eq!(detector_size(400, 200).1, 736);
+        assert_eq!(detector_size(400, 200), (736, 384));
+        // A strip of a page is not.
+        assert_eq!(detector_size(1275, 120), (1280, 128));
         assert_eq!(detector_size(100_000, 10).0 % 32, 0);
     }
 }

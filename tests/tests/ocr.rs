@@ -1,0 +1,171 @@
+//! OCR on the running stack: a scanned PDF in a knowledge base is searchable by what its
+//! second page says, its chunks marked `ocr`; a PDF with a text layer is not OCRed; a
+//! 2,000-page scan stops at `max_pages` with its note; a chat image gets a preview; and a
+//! language the deployment has no model for is refused where it is configured.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use sluice_e2e::{Stack, User, file_form};
+use sluice_formats::fixtures::{image_pdf, image_pdf_of, pdf, png_of, scanned_page};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+const PAGE_ONE: &str = "Quarterly report for the harbour authority\nThe eastern pier was rebuilt in March\nVessel traffic rose by twelve percent";
+const PAGE_TWO: &str = "Dredging of the northern channel begins in autumn\nThe pilot station moves to the lighthouse\nContact the harbour master for permits";
+
+async fn base(stack: &Stack, user: &User, ingestion: Value) -> Value {
+    let body = json!({"name": format!("Scans {}", Uuid::new_v4().simple()), "scope": "personal",
+        "embedding_provider": "local", "embedding_model": "all-minilm-l6-v2", "ingestion_config": ingestion});
+    let (status, base) = stack.call_json(user, Method::POST, "/kb", Some(body)).await;
+    assert_eq!(status, 201, "{base}");
+    base
+}
+
+/// The base's documents once none is processing, by filename: (status, error, id).
+async fn settled_documents(stack: &Stack, kb_id: &str, expected: usize) -> Vec<(String, String, Option<String>, Uuid)> {
+    let db = stack.db().await;
+    let started = Instant::now();
+    loop {
+        let rows: Vec<(String, String, Option<String>, Uuid)> = db
+            .query(
+                "SELECT filename, status, error_message, id FROM rag_documents WHERE kb_id = $1::text::uuid ORDER BY filename",
+                &[&kb_id],
+            )
+            .await
+            .expect("documents")
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect();
+        if rows.len() == expected && rows.iter().all(|r| r.1 != "processing") {
+            return rows;
+        }
+        assert!(started.elapsed() < Duration::from_secs(240), "still processing: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_scanned_pdf_is_searchable_by_its_second_page_and_a_text_layer_is_not_ocred() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    // Small chunks, so each page is a chunk of its own.
+    let base = base(&stack, &user, json!({"chunk_size": 200, "chunk_overlap": 0})).await;
+    let (kb_id, collection) = (base["id"].as_str().expect("id"), base["collection_name"].as_str().expect("name"));
+    assert_eq!(base["ingestion_config"]["auto_ocr"], true, "{base}");
+    assert_eq!(base["ingestion_config"]["ocr_languages"], json!(["eng"]));
+    let scan = image_pdf(&[scanned_page(PAGE_ONE, 150, 1.5, 11), scanned_page(PAGE_TWO, 150, -1.0, 12)], 150);
+    stack.upload_document(&user, kb_id, "harbour-scan.pdf", &scan).await;
+    stack.upload_document(&user, kb_id, "typed.pdf", &pdf(&["The typed minutes of the harbour board meeting in May"])).await;
+    let documents = settled_documents(&stack, kb_id, 2).await;
+    assert!(documents.iter().all(|d| d.1 == "done"), "{documents:?}");
+
+    let search = json!({"query": "the pilot station moves to the lighthouse", "collections": [collection], "top_k": 3});
+    let (status, answer) = stack.call_json(&user, Method::POST, "/rag/search", Some(search)).await;
+    assert_eq!(status, 200, "{answer}");
+    let top = &answer["results"][0];
+    assert!(top["content"].as_str().expect("content").contains("lighthouse"), "{answer}");
+    assert!(!top["content"].as_str().expect("content").contains("eastern pier"), "the second page's chunk: {top}");
+    assert_eq!(top["filename"], "harbour-scan.pdf", "{top}");
+    assert_eq!(top["metadata"]["ocr"], true, "{top}");
+
+    // The typed PDF was read from its text layer: no OCR span, no chunk marked.
+    let db = stack.db().await;
+    let typed = documents.iter().find(|d| d.0 == "typed.pdf").expect("typed").3;
+    let spans: Option<Value> = db
+        .query_one("SELECT ocr_spans FROM rag_documents WHERE id = $1", &[&typed])
+        .await
+        .expect("row")
+        .get(0);
+    assert_eq!(spans, None);
+    let marked: i64 = db
+        .query_one(
+            &format!("SELECT count(*) FROM rag_{collection} WHERE document_id = $1::text::uuid AND metadata ? 'ocr'"),
+            &[&typed.to_string()],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(marked, 0);
+}
+
+#[tokio::test]
+async fn a_two_thousand_page_scan_stops_at_max_pages_with_its_note() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let base = base(&stack, &user, json!({"max_pages": 4})).await;
+    let (kb_id, collection) = (base["id"].as_str().expect("id"), base["collection_name"].as_str().expect("name"));
+    // One printed line, as a strip of a scanned page, shown on each of 2,000 pages.
+    let page = scanned_page("Ledger of harbour dues", 150, 0.0, 21);
+    let strip = image::imageops::crop_imm(&page, 0, 110, page.width(), 120).to_image();
+    let scan = image_pdf_of(&[strip], 150, 2000);
+    stack.upload_document(&user, kb_id, "ledger.pdf", &scan).await;
+    let documents = settled_documents(&stack, kb_id, 1).await;
+    assert_eq!(documents[0].1, "done", "{documents:?}");
+    let db = stack.db().await;
+    let text: String = db
+        .query_one(
+            &format!("SELECT string_agg(content, ' ' ORDER BY chunk_index) FROM rag_{collection} WHERE kb_id = $1::text::uuid"),
+            &[&kb_id],
+        )
+        .await
+        .expect("chunks")
+        .get(0);
+    assert_eq!(text.matches("Ledger of harbour dues").count(), 4, "{text}");
+    assert!(text.contains("[Stopped after 4 of 2000 pages: pages 5–2000 were not read.]"), "{text}");
+}
+
+#[tokio::test]
+async fn a_chat_image_gets_a_preview_and_its_text() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let png = png_of(&scanned_page(PAGE_ONE, 150, 0.0, 31));
+    let (status, file) = stack.upload(&user, "whiteboard.png", Some("image/png"), png).await;
+    assert_eq!(status, 201, "{file}");
+    let preview = file["preview"].as_str().unwrap_or_default();
+    assert!(preview.starts_with("Quarterly report for the harbour authority"), "{file}");
+    let id = file["id"].as_str().expect("id");
+    let (status, text) = stack.call(&user, Method::GET, &format!("/files/{id}/text"), None).await;
+    assert_eq!(status, 200);
+    assert!(text.contains("Vessel traffic rose by twelve percent"), "{text}");
+    assert_eq!(file["ref"]["width"], json!(1275), "the image keeps its dimensions: {file}");
+}
+
+#[tokio::test]
+async fn a_language_with_no_model_is_refused_where_it_is_configured() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let body = json!({"name": "German scans", "scope": "personal", "embedding_provider": "local",
+        "embedding_model": "all-minilm-l6-v2", "ingestion_config": {"ocr_languages": ["deu"]}});
+    let (status, refused) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
+    assert_eq!(status, 400, "{refused}");
+    let why = refused["error"]["details"]["fields"]["ingestion_config.ocr_languages"].as_str().expect("the field");
+    assert!(why.contains("\"deu\" has no OCR model"), "{why}");
+
+    // The same rule on a base's settings and on one upload's override.
+    let base = base(&stack, &user, json!({"ocr_languages": ["eng", "chi_sim"], "ocr_dpi": 300})).await;
+    let kb_id = base["id"].as_str().expect("id");
+    let patch = json!({"ingestion_config": {"ocr_dpi": 1200}});
+    let (status, refused) = stack.call_json(&user, Method::PATCH, &format!("/kb/{kb_id}"), Some(patch)).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["error"]["details"]["fields"]["ingestion_config.ocr_dpi"].is_string(), "{refused}");
+    let form = file_form("notes.txt", None, b"words".to_vec()).text("ingestion", r#"{"ocr_languages": ["fra"]}"#);
+    let response = stack
+        .http
+        .post(stack.url(&format!("/kb/{kb_id}/documents")))
+        .header("authorization", user.bearer())
+        .multipart(form)
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(response.status().as_u16(), 400);
+    let refused: Value = response.json().await.expect("json");
+    assert!(refused["error"]["details"]["fields"]["ingestion_config.ocr_languages"].is_string(), "{refused}");
+    let rows: i64 = stack
+        .db()
+        .await
+        .query_one("SELECT count(*) FROM rag_documents WHERE kb_id = $1::text::uuid", &[&kb_id])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(rows, 0, "a refused upload left a row");
+}
