@@ -114,7 +114,7 @@ fn cp1250_bytes(text: &str) -> Vec<u8> {
 }
 
 #[tokio::test]
-async fn the_stored_mime_is_canonical_and_images_have_no_preview() {
+async fn the_stored_mime_is_canonical_and_images_without_text_have_no_preview() {
     let stack = Stack::from_env().await;
     let user = User::new();
     let (status, body) = upload(&stack, &user, "photo.png", Some("application/octet-stream"), tiny_png(640, 480)).await;

@@ -541,7 +541,7 @@ async fn a_presigned_document_is_ingested_when_its_bytes_land_and_judged_again_t
             "ingestion": {"chunk_size": 500}})
     };
     for (body, status, field) in [
-        (declare("photo.png", 10, "image/png"), 415, "filename"),
+        (declare("bundle.zip", 10, "application/zip"), 415, "filename"),
         (declare("guide.md", 10, "application/pdf"), 415, "mime_type"),
         (declare("guide.md", 60 * 1024 * 1024, "text/markdown"), 413, "size"),
         (

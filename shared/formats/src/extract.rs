@@ -164,8 +164,8 @@ fn read_image(kind: &FileKind, bytes: &[u8], options: &ExtractOptions, ocr: OcrO
             scanner.page(1, || decode_grey(bytes), &mut budget).map_err(|_| String::new())
         }
     }));
-    if read.is_err() {
-        extraction.unreadable = Some("the image decoder failed on this file".to_owned());
+    // An image OCR found no text in (or could not decode) stays a picture: no text, no note.
+    if read.is_err() || scanner.pages_read() == 0 {
         return;
     }
     scanner.note_unread(&mut budget);
