@@ -1,0 +1,197 @@
+//! The OCR benchmark's Sluice side (`infra/local/bench-ocr` runs it and Tesseract):
+//!
+//!   bench-ocr generate DIR   a scan set: printed pages rasterised at 150 and 300 dpi with
+//!                            noise, blur and a 1–2° skew, as PNG (one per page), and each
+//!                            resolution's pages as one image-only PDF and one TIFF; the
+//!                            ground truth beside each (`*.gt.txt`)
+//!   bench-ocr read DIR       Sluice reads every PNG (then the PDFs and TIFFs), writing
+//!                            `*.sluice.txt`; prints pages/s and peak resident memory
+//!   bench-ocr score DIR ENGINE   character error rate of `*.ENGINE.txt` against the truth
+
+use sluice_formats::fixtures::{image_pdf, png_of, scanned_page, tiff_of};
+use sluice_formats::{ExtractOptions, OcrOptions, extract, kind_for_filename};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const WORDS: &[&str] = &[
+    "harbour", "authority", "vessel", "channel", "pilot", "station", "permit", "dredging", "northern", "eastern",
+    "quarterly", "report", "traffic", "cargo", "tonnage", "berth", "crane", "customs", "ledger", "dues", "tide",
+    "mooring", "lighthouse", "survey", "budget", "council", "meeting", "minutes", "approved", "delayed", "repairs",
+    "the", "of", "and", "to", "in", "for", "was", "by", "with", "from", "at", "on", "were", "each", "new", "old",
+    "March", "April", "Monday", "Rotterdam", "Hamburg", "1987", "2024", "42", "7.5", "12%", "(draft)", "No.", "3,400",
+];
+const PAGES_PER_SET: usize = 6;
+const LINES_PER_PAGE: usize = 30;
+
+fn page_text(seed: u64) -> String {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut lines = Vec::with_capacity(LINES_PER_PAGE);
+    for _ in 0..LINES_PER_PAGE {
+        let mut line = String::new();
+        while line.len() < 58 {
+            let word = WORDS[(next() % WORDS.len() as u64) as usize];
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        // Capitalised like prose, and ending a sentence now and then.
+        let mut chars = line.chars();
+        let first = chars.next().map(|c| c.to_uppercase().collect::<String>()).unwrap_or_default();
+        let mut line = first + chars.as_str();
+        if next() % 3 == 0 {
+            line.push('.');
+        }
+        lines.push(line);
+    }
+    lines.join("\n")
+}
+
+fn generate(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("dir");
+    for dpi in [150u32, 300] {
+        let mut pages = Vec::new();
+        let mut truths = Vec::new();
+        for n in 0..PAGES_PER_SET {
+            let seed = u64::from(dpi) * 100 + n as u64;
+            let text = page_text(seed);
+            let skew = [1.0f32, -1.5, 2.0, -1.0, 1.5, -2.0][n % 6];
+            let page = scanned_page(&text, dpi, skew, seed);
+            let stem = dir.join(format!("page-{dpi}-{n}"));
+            std::fs::write(stem.with_extension("png"), png_of(&page)).expect("png");
+            std::fs::write(stem.with_extension("gt.txt"), &text).expect("truth");
+            truths.push(text);
+            pages.push(page);
+        }
+        std::fs::write(dir.join(format!("scan-{dpi}.pdf")), image_pdf(&pages, dpi)).expect("pdf");
+        std::fs::write(dir.join(format!("scan-{dpi}.tiff")), tiff_of(&pages)).expect("tiff");
+        let whole = truths.join("\n\n");
+        std::fs::write(dir.join(format!("scan-{dpi}.gt.txt")), &whole).expect("truth");
+    }
+}
+
+fn files(dir: &Path, extension: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == extension))
+        .collect();
+    files.sort();
+    files
+}
+
+fn read_one(path: &Path) -> String {
+    let name = path.file_name().and_then(|n| n.to_str()).expect("name");
+    let bytes = std::fs::read(path).expect("read");
+    let mut options = ExtractOptions::new(10_000_000).with_ocr(Some(OcrOptions { dpi: 150, max_pages: 1000 }));
+    options.time_limit = std::time::Duration::from_secs(3600);
+    if name.contains("-300") {
+        options.ocr = Some(OcrOptions { dpi: 300, max_pages: 1000 });
+    }
+    let extraction = extract(kind_for_filename(name).expect("kind"), &bytes, &options).expect("accepted");
+    extraction.text.unwrap_or_default()
+}
+
+fn peak_resident_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
+fn read(dir: &Path) {
+    // The engine loads once; its load is reported apart from the reading.
+    let started = Instant::now();
+    sluice_ocr::engine().expect("the OCR engine (run under infra/local/bench-ocr)");
+    println!("engine load: {:.2} s", started.elapsed().as_secs_f64());
+    for dpi in [150, 300] {
+        let pngs: Vec<PathBuf> =
+            files(dir, "png").into_iter().filter(|p| p.to_string_lossy().contains(&format!("-{dpi}-"))).collect();
+        let started = Instant::now();
+        for png in &pngs {
+            std::fs::write(png.with_extension("sluice.txt"), read_one(png)).expect("write");
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        println!("png {dpi} dpi: {} pages in {seconds:.2} s = {:.2} pages/s", pngs.len(), pngs.len() as f64 / seconds);
+        for container in ["pdf", "tiff"] {
+            let path = dir.join(format!("scan-{dpi}.{container}"));
+            let started = Instant::now();
+            let text = read_one(&path);
+            std::fs::write(dir.join(format!("scan-{dpi}.{container}.sluice.txt")), text).expect("write");
+            let seconds = started.elapsed().as_secs_f64();
+            println!("{container} {dpi} dpi: {PAGES_PER_SET} pages in {seconds:.2} s = {:.2} pages/s", PAGES_PER_SET as f64 / seconds);
+        }
+    }
+    println!("peak resident memory: {:.0} MiB", peak_resident_mib());
+}
+
+/// Characters compared with runs of whitespace as one space (layout is not content).
+fn normalised(text: &str) -> Vec<char> {
+    text.split_whitespace().collect::<Vec<_>>().join(" ").chars().collect()
+}
+
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+fn score(dir: &Path, engine: &str) {
+    for (label, filter) in [("png 150 dpi", "page-150-"), ("png 300 dpi", "page-300-")] {
+        let (mut errors, mut total) = (0usize, 0usize);
+        for truth in files(dir, "txt").into_iter().filter(|p| {
+            let name = p.to_string_lossy();
+            name.ends_with(".gt.txt") && name.contains(filter)
+        }) {
+            let stem = truth.to_string_lossy().trim_end_matches(".gt.txt").to_owned();
+            let expected = normalised(&std::fs::read_to_string(&truth).expect("truth"));
+            let got = normalised(&std::fs::read_to_string(format!("{stem}.{engine}.txt")).unwrap_or_default());
+            errors += edit_distance(&expected, &got);
+            total += expected.len();
+        }
+        println!("{engine} {label}: CER {:.2}% ({errors} of {total} characters)", 100.0 * errors as f64 / total as f64);
+    }
+    if engine == "sluice" {
+        for dpi in [150, 300] {
+            let expected = normalised(&std::fs::read_to_string(dir.join(format!("scan-{dpi}.gt.txt"))).expect("truth"));
+            for container in ["pdf", "tiff"] {
+                let got = normalised(
+                    &std::fs::read_to_string(dir.join(format!("scan-{dpi}.{container}.sluice.txt"))).unwrap_or_default(),
+                );
+                let cer = 100.0 * edit_distance(&expected, &got) as f64 / expected.len() as f64;
+                println!("sluice {container} {dpi} dpi: CER {cer:.2}%");
+            }
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match (args.get(1).map(String::as_str), args.get(2)) {
+        (Some("generate"), Some(dir)) => generate(Path::new(dir)),
+        (Some("read"), Some(dir)) => read(Path::new(dir)),
+        (Some("score"), Some(dir)) => score(Path::new(dir), args.get(3).map_or("sluice", String::as_str)),
+        _ => {
+            eprintln!("usage: bench-ocr generate|read|score DIR [ENGINE]");
+            std::process::exit(2);
+        }
+    }
+}
