@@ -257,7 +257,8 @@ fn parse(path: &std::path::Path, mime: Option<&str>, print_text: bool) -> ExitCo
             return ExitCode::FAILURE;
         }
     };
-    let options = sluice_formats::ExtractOptions::new(config.parsed_text_max_chars);
+    // As a chat upload is read: OCR of at most CHAT_OCR_MAX_PAGES scanned pages.
+    let options = sluice_isolate::chat_options(&config);
     let extractor = match sluice_isolate::Extractor::current_exe(config.parse_max_memory_bytes) {
         Ok(extractor) => extractor,
         Err(error) => {
@@ -314,6 +315,9 @@ fn parse(path: &std::path::Path, mime: Option<&str>, print_text: bool) -> ExitCo
             }
             if let Some(members) = extraction.members {
                 verdict["members"] = members.into();
+            }
+            if let Some(ocr_pages) = extraction.ocr_pages {
+                verdict["ocr_pages"] = ocr_pages.into();
             }
             if let Some(encoding) = extraction.encoding {
                 verdict["encoding"] = encoding.into();

@@ -78,3 +78,16 @@ fn an_archive_gets_the_verdict_and_reason_the_upload_would() {
     assert_eq!(v["members"], 1);
     assert_eq!(v["preview"], "repo/README.md");
 }
+
+#[test]
+fn a_scanned_image_is_read_by_ocr_as_a_chat_upload_is() {
+    let page = fixtures::scanned_page("Minutes of the harbour board\nThe budget was approved", 150, 1.0, 7);
+    let path = file("whiteboard.png", &fixtures::png_of(&page));
+    let v = verdict(&path, &[]);
+    assert_eq!((v["verdict"].as_str(), v["file_type"].as_str()), (Some("accepted"), Some("image")), "{v}");
+    assert_eq!(v["ocr_pages"], 1, "{v}");
+    assert!(v["preview"].as_str().expect("a preview").starts_with("Minutes of the harbour board"), "{v}");
+    // With chat OCR off, an image is a picture: no text.
+    let v = verdict(&path, &[("CHAT_OCR_MAX_PAGES", "0")]);
+    assert_eq!((v["preview"].clone(), v["chars"].clone()), (Value::Null, Value::from(0)), "{v}");
+}
