@@ -128,6 +128,25 @@ async fn a_chat_image_gets_a_preview_and_its_text() {
     assert_eq!(status, 200);
     assert!(text.contains("Vessel traffic rose by twelve percent"), "{text}");
     assert_eq!(file["ref"]["width"], json!(1275), "the image keeps its dimensions: {file}");
+
+    // The presigned path reads it alike, in the parse function; a scanned PDF of five pages
+    // has its first three read and the rest named.
+    let png = png_of(&scanned_page(PAGE_TWO, 150, 1.0, 32));
+    let (status, intent) =
+        stack.intent(&user, json!({"filename": "notice.png", "size": png.len(), "mime_type": "image/png"})).await;
+    assert_eq!(status, 201, "{intent}");
+    assert_eq!(stack.put_presigned(&intent, png).await, 200);
+    let landed = stack.settled(&user, intent["id"].as_str().expect("id")).await;
+    assert!(landed["preview"].as_str().unwrap_or_default().starts_with("Dredging of the northern channel"), "{landed}");
+    let page = scanned_page("The eastern pier was rebuilt", 150, 0.0, 33);
+    let strip = image::imageops::crop_imm(&page, 0, 110, page.width(), 120).to_image();
+    let scan = image_pdf_of(&[strip], 150, 5);
+    let (status, file) = stack.upload(&user, "fax.pdf", Some("application/pdf"), scan).await;
+    assert_eq!(status, 201, "{file}");
+    let id = file["id"].as_str().expect("id");
+    let (_, text) = stack.call(&user, Method::GET, &format!("/files/{id}/text"), None).await;
+    assert_eq!(text.matches("eastern pier").count(), 3, "{text}");
+    assert!(text.ends_with("[Scanned pages not read: 4–5 (OCR reads at most 3 pages of a file here).]"), "{text}");
 }
 
 #[tokio::test]

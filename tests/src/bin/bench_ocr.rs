@@ -133,6 +133,33 @@ fn read(dir: &Path) {
         }
     }
     println!("peak resident memory: {:.0} MiB", peak_resident_mib());
+    text_layer_cost();
+}
+
+/// A PDF with a text layer is never OCRed: its read costs the same with OCR on and off.
+fn text_layer_cost() {
+    let texts: Vec<String> = (0..200).map(|n| page_text(9000 + n)).collect();
+    let pages: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let file = sluice_formats::fixtures::pdf(&pages);
+    let kind = kind_for_filename("typed.pdf").expect("pdf");
+    let time = |options: &ExtractOptions| {
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let started = Instant::now();
+            let extraction = extract(kind, &file, options).expect("read");
+            assert_eq!(extraction.ocr_pages, None, "a text layer was OCRed");
+            best = best.min(started.elapsed().as_secs_f64());
+        }
+        best
+    };
+    let off = time(&ExtractOptions::new(10_000_000));
+    let on = time(&ExtractOptions::new(10_000_000).with_ocr(Some(OcrOptions { dpi: 150, max_pages: 1000 })));
+    println!(
+        "text-layer PDF, 200 pages (best of 5): OCR off {:.1} ms, OCR on {:.1} ms = {:.2}x",
+        off * 1000.0,
+        on * 1000.0,
+        on / off
+    );
 }
 
 /// Characters compared with runs of whitespace as one space (layout is not content).
