@@ -55,7 +55,9 @@ async fn a_scanned_pdf_is_searchable_by_its_second_page_and_a_text_layer_is_not_
     assert_eq!(base["ingestion_config"]["ocr_languages"], json!(["eng"]));
     let scan = image_pdf(&[scanned_page(PAGE_ONE, 150, 1.5, 11), scanned_page(PAGE_TWO, 150, -1.0, 12)], 150);
     stack.upload_document(&user, kb_id, "harbour-scan.pdf", &scan).await;
-    stack.upload_document(&user, kb_id, "typed.pdf", &pdf(&["The typed minutes of the harbour board meeting in May"])).await;
+    stack
+        .upload_document(&user, kb_id, "typed.pdf", &pdf(&["The typed minutes of the harbour board meeting in May"]))
+        .await;
     let documents = settled_documents(&stack, kb_id, 2).await;
     assert!(documents.iter().all(|d| d.1 == "done"), "{documents:?}");
 
@@ -71,11 +73,8 @@ async fn a_scanned_pdf_is_searchable_by_its_second_page_and_a_text_layer_is_not_
     // The typed PDF was read from its text layer: no OCR span, no chunk marked.
     let db = stack.db().await;
     let typed = documents.iter().find(|d| d.0 == "typed.pdf").expect("typed").3;
-    let spans: Option<Value> = db
-        .query_one("SELECT ocr_spans FROM rag_documents WHERE id = $1", &[&typed])
-        .await
-        .expect("row")
-        .get(0);
+    let spans: Option<Value> =
+        db.query_one("SELECT ocr_spans FROM rag_documents WHERE id = $1", &[&typed]).await.expect("row").get(0);
     assert_eq!(spans, None);
     let marked: i64 = db
         .query_one(

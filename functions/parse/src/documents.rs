@@ -111,11 +111,8 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
     let max_chars = state.config.document_text_max_chars;
     let options = document_options(&state.config, document);
     let extractor = state.extractor.clone();
-    let extracted = state
-        .pool
-        .run(move || extractor.extract(kind, &bytes, &options))
-        .await
-        .map_err(|_| ParseError::Blocking)??;
+    let extracted =
+        state.pool.run(move || extractor.extract(kind, &bytes, &options)).await.map_err(|_| ParseError::Blocking)??;
     let extraction = match extracted {
         Ok(extraction) => extraction,
         Err(refusal) => {

@@ -153,7 +153,8 @@ async fn object_created(state: &State, key: &str) -> Result<(), ParseError> {
         let message = format!("{} bytes landed where {declared} were declared; upload again", fetched.bytes.len());
         return reject(state, &file.id, key, &rejection("size_mismatch", &message), &etag).await;
     }
-    let (extractor, options, bytes) = (state.extractor.clone(), sluice_isolate::chat_options(&state.config), fetched.bytes);
+    let (extractor, options, bytes) =
+        (state.extractor.clone(), sluice_isolate::chat_options(&state.config), fetched.bytes);
     let (filename, mime) = (file.filename.clone(), file.mime_type.clone());
     let inspected = state
         .pool

@@ -165,7 +165,12 @@ mod tests {
     use super::*;
 
     fn config(size: u32, overlap: u32, strategy: ChunkingStrategy) -> IngestionConfig {
-        IngestionConfig { chunk_size: size, chunk_overlap: overlap, chunking_strategy: strategy, ..IngestionConfig::default() }
+        IngestionConfig {
+            chunk_size: size,
+            chunk_overlap: overlap,
+            chunking_strategy: strategy,
+            ..IngestionConfig::default()
+        }
     }
 
     fn texts(chunks: &[Chunk]) -> Vec<&str> {

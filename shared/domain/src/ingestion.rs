@@ -94,7 +94,8 @@ impl IngestionConfig {
                         .map_err(|_| IngestionConfigError::one(key, "must be recursive, markdown or fixed"))?;
                 }
                 "auto_ocr" => {
-                    merged.auto_ocr = value.as_bool().ok_or_else(|| IngestionConfigError::one(key, "must be true or false"))?
+                    merged.auto_ocr =
+                        value.as_bool().ok_or_else(|| IngestionConfigError::one(key, "must be true or false"))?
                 }
                 "ocr_languages" => merged.ocr_languages = languages(value)?,
                 "ocr_dpi" => merged.ocr_dpi = whole_number(key, value)?,
@@ -151,7 +152,8 @@ fn languages(value: &Value) -> Result<Vec<String>, IngestionConfigError> {
     })?;
     let mut languages = Vec::with_capacity(items.len());
     for item in items {
-        let code = item.as_str().ok_or_else(|| IngestionConfigError::one(field, "must list language codes as strings"))?;
+        let code =
+            item.as_str().ok_or_else(|| IngestionConfigError::one(field, "must list language codes as strings"))?;
         if !OCR_LANGUAGES.contains(&code) {
             return Err(IngestionConfigError::one(
                 field,
@@ -187,7 +189,8 @@ mod tests {
         assert_eq!(fields, ["ingestion_config", "ingestion_config.chunk_overlap", "ingestion_config.chunk_size"]);
         let refused = IngestionConfig::merged(base.clone(), &json!({"chunk_size": -1})).expect_err("own");
         assert_eq!(refused.fields[0].0, "ingestion_config.chunk_size");
-        let refused = IngestionConfig::merged(base.clone(), &json!({"chunking_strategy": "semantic"})).expect_err("strategy");
+        let refused =
+            IngestionConfig::merged(base.clone(), &json!({"chunking_strategy": "semantic"})).expect_err("strategy");
         assert_eq!(refused.fields[0].0, "ingestion_config.chunking_strategy");
         assert!(IngestionConfig::merged(base.clone(), &json!({"parser": "x"})).is_err());
         assert!(IngestionConfig::merged(base, &json!([1])).is_err());
@@ -198,9 +201,11 @@ mod tests {
         let base = IngestionConfig::default();
         assert!(base.auto_ocr);
         assert_eq!((base.ocr_dpi, base.max_pages, base.ocr_languages.clone()), (150, 1000, vec!["eng".to_owned()]));
-        let merged =
-            IngestionConfig::merged(base.clone(), &json!({"auto_ocr": false, "ocr_languages": ["chi_sim", "eng", "eng"], "ocr_dpi": 300, "max_pages": 5}))
-                .expect("valid");
+        let merged = IngestionConfig::merged(
+            base.clone(),
+            &json!({"auto_ocr": false, "ocr_languages": ["chi_sim", "eng", "eng"], "ocr_dpi": 300, "max_pages": 5}),
+        )
+        .expect("valid");
         assert_eq!((merged.auto_ocr, merged.ocr_dpi, merged.max_pages), (false, 300, 5));
         assert_eq!(merged.ocr_languages, ["chi_sim", "eng"]);
         for (changes, field, says) in [

@@ -28,5 +28,5 @@ mod extract;
 
 pub use check::{Accepted, Refusal, RefusalCode, check_declared, check_upload};
 pub use extract::{DEFAULT_TIME_LIMIT, ExtractOptions, Extraction, PREVIEW_MAX_CHARS, extract, preview};
-pub use scan::OcrOptions;
 pub use kinds::{FileKind, FileType, ingestible, ingestible_extensions, kind_for_filename};
+pub use scan::OcrOptions;

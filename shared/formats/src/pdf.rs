@@ -12,7 +12,8 @@ use crate::office::ReadError;
 use crate::scan::Scanner;
 use image::GrayImage;
 use pdfium_render::prelude::{
-    PdfPage, PdfPageObjectCommon, PdfPageObjectType, PdfPageObjectsCommon, PdfRenderConfig, Pdfium, PdfiumError, PdfiumInternalError,
+    PdfPage, PdfPageObjectCommon, PdfPageObjectType, PdfPageObjectsCommon, PdfRenderConfig, Pdfium, PdfiumError,
+    PdfiumInternalError,
 };
 use std::sync::OnceLock;
 

@@ -33,7 +33,8 @@ fn a_scanned_pdf_is_read_page_by_page_and_marked_as_ocr() {
     let second = &text[extraction.ocr_spans[1].0..extraction.ocr_spans[1].1];
     assert!(second.contains("lighthouse"), "{second}");
     // Without OCR the same file has no text to speak of.
-    let plain = extract(kind_for_filename("scan.pdf").expect("pdf"), &file, &ExtractOptions::new(100_000)).expect("read");
+    let plain =
+        extract(kind_for_filename("scan.pdf").expect("pdf"), &file, &ExtractOptions::new(100_000)).expect("read");
     assert_eq!(plain.text.as_deref().map(str::trim), Some(""));
 }
 

@@ -57,13 +57,7 @@ impl RotatedRect {
         // The side nearer horizontal is the text's direction.
         let (along, across) = if e1.0.abs() >= e1.1.abs() { (e1, e2) } else { (e2, e1) };
         let along = if along.0 < 0.0 { (-along.0, -along.1) } else { along };
-        Self {
-            cx,
-            cy,
-            width: along.0.hypot(along.1),
-            height: across.0.hypot(across.1),
-            angle: along.1.atan2(along.0),
-        }
+        Self { cx, cy, width: along.0.hypot(along.1), height: across.0.hypot(across.1), angle: along.1.atan2(along.0) }
     }
 }
 
@@ -187,7 +181,9 @@ mod tests {
     #[test]
     fn a_line_is_sampled_straight() {
         // A black square on white, read back through an unrotated rectangle around it.
-        let page = GrayImage::from_fn(40, 20, |x, y| Luma([if (10..30).contains(&x) && (5..15).contains(&y) { 0 } else { 255 }]));
+        let page = GrayImage::from_fn(40, 20, |x, y| {
+            Luma([if (10..30).contains(&x) && (5..15).contains(&y) { 0 } else { 255 }])
+        });
         let line = RotatedRect { cx: 20.0, cy: 10.0, width: 20.0, height: 10.0, angle: 0.0 };
         let mut sum = 0f32;
         sample_line(&page, &line, 20, 10, |_, _, v| sum += v);

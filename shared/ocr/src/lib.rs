@@ -150,7 +150,9 @@ fn load() -> Result<Engine, String> {
             .and_then(|builder| builder.with_intra_threads(threads).map_err(ort::Error::<()>::from))
             .and_then(|builder| builder.with_memory_pattern(false).map_err(ort::Error::<()>::from))
             .and_then(|builder| {
-                builder.with_execution_providers([ort::ep::CPU::default().with_arena_allocator(false).build()]).map_err(ort::Error::<()>::from)
+                builder
+                    .with_execution_providers([ort::ep::CPU::default().with_arena_allocator(false).build()])
+                    .map_err(ort::Error::<()>::from)
             })
             .and_then(|mut builder| builder.commit_from_memory(&bytes))
             .map_err(|e| unavailable(&format!("{} is not a model ONNX Runtime can run", path.display()), &e))
@@ -289,11 +291,12 @@ impl Engine {
         for (index, step) in steps.chunks(classes).enumerate() {
             let (best, score) =
                 step.iter().copied().enumerate().fold((0, f32::MIN), |b, (i, s)| if s > b.1 { (i, s) } else { b });
-            if best != 0 && best != previous {
-                if let Some(&ch) = self.characters.get(best) {
-                    emitted.push((ch, index));
-                    confidence += score;
-                }
+            if best != 0
+                && best != previous
+                && let Some(&ch) = self.characters.get(best)
+            {
+                emitted.push((ch, index));
+                confidence += score;
             }
             previous = best;
         }

@@ -77,7 +77,10 @@ fn document(row: &Row) -> Document {
         replace_previous: row.get("replace_previous"),
         source_path: row.get("source_path"),
         sync: sync_origin(row),
-        ocr_spans: row.get::<_, Option<serde_json::Value>>("ocr_spans").and_then(|v| serde_json::from_value(v).ok()).unwrap_or_default(),
+        ocr_spans: row
+            .get::<_, Option<serde_json::Value>>("ocr_spans")
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default(),
         created_at: row.get("created_at"),
         completed_at: row.get("completed_at"),
     }
@@ -314,7 +317,12 @@ impl Db {
 
     /// Records a document's parsed text; `false` when the row is gone (deleted meanwhile).
     /// Records where a document's parsed text is, with the spans of it OCR read.
-    pub async fn set_parsed_path(&self, id: Uuid, path: &str, ocr_spans: &[(usize, usize)]) -> Result<bool, StoreError> {
+    pub async fn set_parsed_path(
+        &self,
+        id: Uuid,
+        path: &str,
+        ocr_spans: &[(usize, usize)],
+    ) -> Result<bool, StoreError> {
         let client = self.client().await?;
         let spans = (!ocr_spans.is_empty()).then(|| serde_json::json!(ocr_spans));
         let updated = client

@@ -14,11 +14,66 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 const WORDS: &[&str] = &[
-    "harbour", "authority", "vessel", "channel", "pilot", "station", "permit", "dredging", "northern", "eastern",
-    "quarterly", "report", "traffic", "cargo", "tonnage", "berth", "crane", "customs", "ledger", "dues", "tide",
-    "mooring", "lighthouse", "survey", "budget", "council", "meeting", "minutes", "approved", "delayed", "repairs",
-    "the", "of", "and", "to", "in", "for", "was", "by", "with", "from", "at", "on", "were", "each", "new", "old",
-    "March", "April", "Monday", "Rotterdam", "Hamburg", "1987", "2024", "42", "7.5", "12%", "(draft)", "No.", "3,400",
+    "harbour",
+    "authority",
+    "vessel",
+    "channel",
+    "pilot",
+    "station",
+    "permit",
+    "dredging",
+    "northern",
+    "eastern",
+    "quarterly",
+    "report",
+    "traffic",
+    "cargo",
+    "tonnage",
+    "berth",
+    "crane",
+    "customs",
+    "ledger",
+    "dues",
+    "tide",
+    "mooring",
+    "lighthouse",
+    "survey",
+    "budget",
+    "council",
+    "meeting",
+    "minutes",
+    "approved",
+    "delayed",
+    "repairs",
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "for",
+    "was",
+    "by",
+    "with",
+    "from",
+    "at",
+    "on",
+    "were",
+    "each",
+    "new",
+    "old",
+    "March",
+    "April",
+    "Monday",
+    "Rotterdam",
+    "Hamburg",
+    "1987",
+    "2024",
+    "42",
+    "7.5",
+    "12%",
+    "(draft)",
+    "No.",
+    "3,400",
 ];
 const PAGES_PER_SET: usize = 6;
 const LINES_PER_PAGE: usize = 30;
@@ -129,7 +184,10 @@ fn read(dir: &Path) {
             let text = read_one(&path);
             std::fs::write(dir.join(format!("scan-{dpi}.{container}.sluice.txt")), text).expect("write");
             let seconds = started.elapsed().as_secs_f64();
-            println!("{container} {dpi} dpi: {PAGES_PER_SET} pages in {seconds:.2} s = {:.2} pages/s", PAGES_PER_SET as f64 / seconds);
+            println!(
+                "{container} {dpi} dpi: {PAGES_PER_SET} pages in {seconds:.2} s = {:.2} pages/s",
+                PAGES_PER_SET as f64 / seconds
+            );
         }
     }
     println!("peak resident memory: {:.0} MiB", peak_resident_mib());
@@ -201,7 +259,8 @@ fn score(dir: &Path, engine: &str) {
             let expected = normalised(&std::fs::read_to_string(dir.join(format!("scan-{dpi}.gt.txt"))).expect("truth"));
             for container in ["pdf", "tiff"] {
                 let got = normalised(
-                    &std::fs::read_to_string(dir.join(format!("scan-{dpi}.{container}.sluice.txt"))).unwrap_or_default(),
+                    &std::fs::read_to_string(dir.join(format!("scan-{dpi}.{container}.sluice.txt")))
+                        .unwrap_or_default(),
                 );
                 let cer = 100.0 * edit_distance(&expected, &got) as f64 / expected.len() as f64;
                 println!("sluice {container} {dpi} dpi: CER {cer:.2}%");
