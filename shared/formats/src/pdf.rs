@@ -76,8 +76,18 @@ pub fn pdf(
     let pages = document.pages();
     let mut stats = PdfStats { pages: pages.len().max(0) as u32, pages_read: 0 };
     let max_pages = max_pages.clamp(1, MAX_PAGES);
-    for index in 0..pages.len().min(max_pages as i32) {
-        budget.check_time().map_err(|_| ReadError::Time)?;
+    let last = pages.len().min(max_pages as i32);
+    for index in 0..last {
+        if budget.check_time().is_err() {
+            match scanner.as_deref_mut() {
+                // OCR spent the time: what it read is kept and the pages not reached named.
+                Some(scanner) if scanner.out_of_time() => {
+                    scanner.stop(index as u32 + 1, last as u32);
+                    break;
+                }
+                _ => return Err(ReadError::Time),
+            }
+        }
         let Ok(page) = pages.get(index) else { continue };
         let text = page.text().map(|t| t.all()).unwrap_or_default();
         stats.pages_read += 1;

@@ -39,6 +39,8 @@ pub struct Scanner {
     unread: Vec<(u32, Unread)>,
     spans: Vec<(usize, usize)>,
     out_of_time: bool,
+    /// Pages not reached at all once OCR had spent the file's time: (first, last).
+    stopped: Option<(u32, u32)>,
 }
 
 impl Scanner {
@@ -52,6 +54,7 @@ impl Scanner {
             unread: Vec::new(),
             spans: Vec::new(),
             out_of_time: false,
+            stopped: None,
         }
     }
 
@@ -62,6 +65,17 @@ impl Scanner {
     /// Pages read by OCR.
     pub fn pages_read(&self) -> u32 {
         self.read
+    }
+
+    /// Whether OCR has run out of its time: the file's deadline passing then is OCR's doing,
+    /// and what was read is kept.
+    pub fn out_of_time(&self) -> bool {
+        self.out_of_time
+    }
+
+    /// Pages `first..=last` were not reached: the time ran out while OCR read earlier ones.
+    pub fn stop(&mut self, first: u32, last: u32) {
+        self.stopped = (first <= last).then_some((first, last));
     }
 
     /// Byte spans of the budget's text that OCR read.
@@ -130,6 +144,10 @@ impl Scanner {
             if !pages.is_empty() {
                 let _ = budget.push(&format!("[Scanned pages not read: {} ({why}).]\n", ranges(&pages)));
             }
+        }
+        if let Some((first, last)) = self.stopped {
+            let pages = if first == last { format!("Page {first} was") } else { format!("Pages {first}–{last} were") };
+            let _ = budget.push(&format!("[{pages} not read: the time limit ran out.]\n"));
         }
     }
 }

@@ -8,8 +8,11 @@ use sluice_formats::{ExtractOptions, OcrOptions, extract, kind_for_filename};
 const PAGE_ONE: &str = "Quarterly report for the harbour authority\nThe eastern pier was rebuilt in March\nVessel traffic rose by twelve percent";
 const PAGE_TWO: &str = "Dredging of the northern channel begins in autumn\nThe pilot station moves to the lighthouse\nContact the harbour master for permits";
 
+/// OCR on, with time to spare: these tests are about what is read, not how fast.
 fn ocr(max_pages: u32) -> ExtractOptions {
-    ExtractOptions::new(100_000).with_ocr(Some(OcrOptions { dpi: 150, max_pages }))
+    let mut options = ExtractOptions::new(100_000).with_ocr(Some(OcrOptions { dpi: 150, max_pages }));
+    options.time_limit = std::time::Duration::from_secs(120);
+    options
 }
 
 /// Words of `expected` found in `text`, as a share.
@@ -71,4 +74,21 @@ fn pages_past_the_caps_are_named_not_read() {
     assert_eq!(extraction.ocr_pages, Some(1));
     assert!(text.contains("[Scanned pages not read: 2 (OCR reads at most 1 pages of a file here).]"), "{text}");
     assert!(text.ends_with("[Stopped after 2 of 3 pages: page 3 was not read.]"), "{text}");
+}
+
+#[test]
+fn pages_the_time_limit_cannot_hold_are_named_and_the_rest_kept() {
+    let page = scanned_page(PAGE_ONE, 150, 0.0, 6);
+    let file = image_pdf(&[page.clone(), page.clone(), page.clone(), page], 150);
+    let mut options = ocr(1000);
+    options.time_limit = std::time::Duration::from_millis(1500);
+    let extraction = extract(kind_for_filename("a.pdf").expect("pdf"), &file, &options).expect("read");
+    assert_eq!(extraction.unreadable, None, "running out of time is not unreadable");
+    let text = extraction.text.expect("text");
+    // Whether the last page was skipped by OCR or never reached, it is named.
+    let note = text.lines().last().expect("a note");
+    let named = (note.starts_with("[Scanned pages not read: ") && note.ends_with("4 (the time limit ran out).]"))
+        || (note.starts_with("[Page") && note.contains("4 w") && note.ends_with("not read: the time limit ran out.]"));
+    assert!(named, "{text}");
+    assert!(extraction.ocr_pages.unwrap_or(0) < 4, "{text}");
 }
