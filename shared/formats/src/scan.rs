@@ -146,7 +146,8 @@ impl Scanner {
             }
         }
         if let Some((first, last)) = self.stopped {
-            let pages = if first == last { format!("Page {first} was") } else { format!("Pages {first}–{last} were") };
+            let pages =
+                if first == last { format!("Page {first} was") } else { format!("Pages {first}–{last} were") };
             let _ = budget.push(&format!("[{pages} not read: the time limit ran out.]\n"));
         }
     }

@@ -53,6 +53,8 @@ const MIN_BAND_ROWS: u32 = 256;
 const BAND_OVERLAP: u32 = 64;
 /// The smallest gap, in recognizer steps, read as a word space.
 const MIN_WORD_GAP: usize = 4;
+/// A space probability between two letters above which a space is read, though blank won.
+const SPACE_SEEN: f32 = 0.1;
 /// The most lines read from one page (a page of noise detects thousands).
 const MAX_LINES: usize = 2000;
 
@@ -285,9 +287,11 @@ impl Engine {
 
     /// CTC's greedy decoding: the best class at each step, repeats and blanks dropped.
     fn decode(&self, steps: &[f32], classes: usize) -> Option<String> {
-        let mut emitted: Vec<(char, usize)> = Vec::new();
+        let space = self.characters.len() - 1;
+        let mut emitted: Vec<Emitted> = Vec::new();
         let mut confidence = 0f32;
         let mut previous = 0usize;
+        let mut space_peak = 0f32;
         for (index, step) in steps.chunks(classes).enumerate() {
             let (best, score) =
                 step.iter().copied().enumerate().fold((0, f32::MIN), |b, (i, s)| if s > b.1 { (i, s) } else { b });
@@ -295,8 +299,11 @@ impl Engine {
                 && best != previous
                 && let Some(&ch) = self.characters.get(best)
             {
-                emitted.push((ch, index));
+                emitted.push(Emitted { ch, step: index, space_before: space_peak });
                 confidence += score;
+                space_peak = 0.0;
+            } else {
+                space_peak = space_peak.max(step.get(space).copied().unwrap_or(0.0));
             }
             previous = best;
         }
@@ -307,31 +314,47 @@ impl Engine {
     }
 }
 
-/// The recognized characters, with a space wherever two of them stand further apart than
-/// letters of a word do. The recognizer reads Latin word spaces unreliably (its dictionary
-/// is mostly Chinese, which has none); where it emits them they are kept. A character is
-/// emitted at a step (eight pixels of a 48-pixel-high line), letters of a word sit two or
-/// three steps apart, and a gap past the line's usual spacing by a step is a space.
-fn with_word_gaps(emitted: &[(char, usize)]) -> String {
+/// A character the recognizer emitted: where, and how strongly it saw a space before it.
+#[derive(Debug, Clone, Copy)]
+struct Emitted {
+    ch: char,
+    step: usize,
+    /// The highest space probability at the steps since the character before.
+    space_before: f32,
+}
+
+/// The recognized characters, with a space between two Latin ones wherever the recognizer
+/// saw one but let CTC's blank win, or they stand further apart than letters of a word do.
+/// The recognizer reads Latin word spaces unreliably (its dictionary is mostly Chinese, which
+/// has none); where it emits them they are kept. A character is emitted at a step (eight
+/// pixels of a 48-pixel-high line), letters of a word sit two or three steps apart, and a
+/// gap past the line's usual spacing by a step is a space; a space probability of a tenth
+/// between them is one too.
+fn with_word_gaps(emitted: &[Emitted]) -> String {
     let mut gaps: Vec<usize> = emitted
         .windows(2)
-        .filter(|pair| pair[0].0 != ' ' && pair[1].0 != ' ')
-        .map(|pair| pair[1].1 - pair[0].1)
+        .filter(|pair| pair[0].ch != ' ' && pair[1].ch != ' ')
+        .map(|pair| pair[1].step - pair[0].step)
         .collect();
     gaps.sort_unstable();
     let threshold = gaps.get(gaps.len() / 2).map_or(usize::MAX, |median| (median + 1).max(MIN_WORD_GAP));
     let mut text = String::with_capacity(emitted.len() + 8);
-    for (i, &(ch, step)) in emitted.iter().enumerate() {
-        if let Some(&(before, before_step)) = i.checked_sub(1).and_then(|j| emitted.get(j)) {
+    for (i, current) in emitted.iter().enumerate() {
+        if let Some(before) = i.checked_sub(1).and_then(|j| emitted.get(j)) {
             let latin = |c: char| c.is_ascii_alphanumeric() || c.is_ascii_punctuation();
             // A wide letter's neighbour sits a step further off within a word too.
             let wide = |c: char| matches!(c, 'm' | 'w' | 'M' | 'W');
-            let needed = threshold + usize::from(wide(before) || wide(ch));
-            if ch != ' ' && before != ' ' && latin(ch) && latin(before) && step - before_step >= needed {
+            let needed = threshold + usize::from(wide(before.ch) || wide(current.ch));
+            if current.ch != ' '
+                && before.ch != ' '
+                && latin(current.ch)
+                && latin(before.ch)
+                && (current.step - before.step >= needed || current.space_before >= SPACE_SEEN)
+            {
                 text.push(' ');
             }
         }
-        text.push(ch);
+        text.push(current.ch);
     }
     text
 }
@@ -383,12 +406,18 @@ mod tests {
 
     #[test]
     fn wide_gaps_between_latin_characters_are_word_spaces() {
-        let emitted: Vec<(char, usize)> =
-            [('T', 2), ('h', 4), ('e', 7), ('p', 11), ('i', 13), ('l', 14), ('o', 16), ('t', 18), (' ', 20), ('s', 22)]
-                .into();
-        assert_eq!(with_word_gaps(&emitted), "The pilot s");
+        let emitted = |chars: &[(char, usize)]| -> Vec<Emitted> {
+            chars.iter().map(|&(ch, step)| Emitted { ch, step, space_before: 0.0 }).collect()
+        };
+        let line =
+            [('T', 2), ('h', 4), ('e', 7), ('p', 11), ('i', 13), ('l', 14), ('o', 16), ('t', 18), (' ', 20), ('s', 22)];
+        assert_eq!(with_word_gaps(&emitted(&line)), "The pilot s");
+        // Close letters with a space seen between them, though blank won.
+        let mut close = emitted(&[('o', 2), ('f', 4), ('w', 7)]);
+        close[2].space_before = 0.3;
+        assert_eq!(with_word_gaps(&close), "of w");
         // Chinese characters sit apart without spaces between them.
-        assert_eq!(with_word_gaps(&[('港', 2), ('口', 8), ('局', 14)]), "港口局");
+        assert_eq!(with_word_gaps(&emitted(&[('港', 2), ('口', 8), ('局', 14)])), "港口局");
         assert_eq!(with_word_gaps(&[]), "");
     }
 
