@@ -15,6 +15,7 @@ fn a_healthy_stack_reads_healthy() {
     let (ok, report) = doctor(&[]);
     assert!(ok, "{report}");
     assert!(report.contains("pdfium: loaded"), "{report}");
+    assert!(report.contains("ocr: runtime loaded, models present"), "{report}");
     assert!(report.contains("database reachable: yes (TLS"), "{report}");
     assert!(report.contains("embedding model: present"), "{report}");
 }
@@ -24,6 +25,24 @@ fn a_missing_pdfium_is_the_deployments_failure() {
     let (ok, report) = doctor(&[("PDFIUM_LIB_PATH", "/nonexistent/libpdfium.so")]);
     assert!(!ok, "{report}");
     assert!(report.contains("pdfium: PDFium could not be loaded from /nonexistent/libpdfium.so"), "{report}");
+}
+
+#[test]
+fn a_missing_ocr_runtime_or_model_is_the_deployments_failure() {
+    let (ok, report) = doctor(&[("ORT_DYLIB_PATH", "/nonexistent/libonnxruntime.so")]);
+    assert!(!ok, "{report}");
+    assert!(
+        report.contains(
+            "ocr: OCR is not available: ONNX Runtime could not be loaded from /nonexistent/libonnxruntime.so"
+        ),
+        "{report}"
+    );
+    let (ok, report) = doctor(&[("SLUICE_OCR_MODEL_DIR", "/nonexistent/ocr")]);
+    assert!(!ok, "{report}");
+    assert!(
+        report.contains("ocr: OCR is not available: /nonexistent/ocr/ch_PP-OCRv4_det_infer.onnx is missing"),
+        "{report}"
+    );
 }
 
 #[test]
