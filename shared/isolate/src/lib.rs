@@ -29,6 +29,20 @@ pub const WORKER_ENV: &str = "SLUICE_EXTRACT_WORKER";
 /// first, with its clearer message, in every case but a parser stuck in one call.
 pub const GRACE: Duration = Duration::from_secs(2);
 
+/// The variables a worker gets from its parent: where the parsers' libraries and models are,
+/// where to find LibreOffice and put temporary files, and the locale. Nothing else.
+pub const WORKER_PASSES_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "LANG",
+    "LC_ALL",
+    "PDFIUM_LIB_PATH",
+    "ORT_DYLIB_PATH",
+    "SLUICE_OCR_MODEL_DIR",
+    "SLUICE_SOFFICE",
+];
+
 const MAX_JOB_HEADER_BYTES: u64 = 16 << 10;
 const MAX_STDERR_BYTES: u64 = 16 << 10;
 
@@ -106,7 +120,13 @@ impl Extractor {
             cpu_seconds: hard_time_limit.as_secs() * cores() + 1,
             file_bytes: bytes.len() as u64,
         };
+        // The worker starts with an empty environment and only what parsing reads: never the
+        // function's AWS credentials or database settings, which a parser bug reached by a
+        // hostile file would otherwise hold.
+        let passed = WORKER_PASSES_ENV.iter().filter_map(|name| std::env::var_os(name).map(|value| (*name, value)));
         let child = Command::new(&self.program)
+            .env_clear()
+            .envs(passed)
             .env(WORKER_ENV, "1")
             // OCR's threads would each reserve a 64 MiB malloc arena of address space.
             .env("MALLOC_ARENA_MAX", "2")

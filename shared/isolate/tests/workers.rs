@@ -95,3 +95,32 @@ fn a_worker_past_its_hard_limit_is_killed_and_the_next_file_still_reads() {
     let read = worker(DEFAULT_MEMORY_BYTES).extract(kind("xlsx"), &small, &options).expect("spawned").expect("read");
     assert!(read.text.expect("text").contains("row 3\t3"));
 }
+
+#[test]
+fn a_worker_sees_none_of_the_functions_secrets() {
+    // The parent holds what a Lambda holds: session credentials and database settings.
+    for held in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "SLUICE_DB_HOST", "SLUICE_DB_SECRET_ID"] {
+        assert!(std::env::var_os(held).is_some(), "run with `infra/local/test`: the parent must hold {held}");
+    }
+    // A stand-in worker that writes down the environment it was started with.
+    let dir = std::env::temp_dir().join(format!("sluice-worker-env-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let seen = dir.join("environment");
+    let program = dir.join("worker.sh");
+    std::fs::write(&program, format!("#!/bin/sh\nenv > '{}'\n", seen.display())).expect("script");
+    std::process::Command::new("chmod").arg("+x").arg(&program).status().expect("chmod");
+    let _ = Extractor::new(&program, DEFAULT_MEMORY_BYTES).extract(kind("txt"), b"hello", &ExtractOptions::new(100));
+    let environment = std::fs::read_to_string(&seen).expect("the worker ran");
+    for forbidden in ["AWS_", "SLUICE_DB_", "SLUICE_BUCKET", "SLUICE_KMS"] {
+        assert!(!environment.contains(forbidden), "the worker saw {forbidden}: {environment}");
+    }
+    assert!(environment.contains("SLUICE_EXTRACT_WORKER=1"), "{environment}");
+    // Nothing but the allowlist and what the shell itself sets.
+    for line in environment.lines() {
+        let name = line.split('=').next().unwrap_or("");
+        let allowed = sluice_isolate::WORKER_PASSES_ENV.contains(&name)
+            || ["SLUICE_EXTRACT_WORKER", "MALLOC_ARENA_MAX", "PWD", "SHLVL", "_"].contains(&name);
+        assert!(allowed, "the worker saw {name}: {environment}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
