@@ -80,13 +80,50 @@ pub fn local_path(raw: &str) -> Result<Option<String>, ContainerError> {
         match part {
             "" | "." => {}
             ".." => return Err(refuse("path_traversal", format!("member {raw:?} leads outside the archive"))),
-            part => parts.push(part),
+            part => {
+                windows_safe(raw, part)?;
+                parts.push(part)
+            }
         }
     }
     if parts.is_empty() {
         return if raw.is_empty() { Err(refuse("empty_path", "a member has no name")) } else { Ok(None) };
     }
     Ok(Some(parts.join("/")))
+}
+
+/// A path component a Windows machine can create as named. Whoever downloads the archive
+/// and extracts it on Windows is the one a device name (`NUL`, `COM1.txt`), a trailing dot
+/// or space, or a reserved character targets, so those are refused like traversal.
+fn windows_safe(raw: &str, part: &str) -> Result<(), ContainerError> {
+    if let Some(bad) = part.chars().find(|c| matches!(c, '<' | '>' | '"' | '|' | '?' | '*')) {
+        return Err(refuse(
+            "windows_reserved_character",
+            format!("member {raw:?} has {bad:?} in its path, which Windows cannot create"),
+        ));
+    }
+    if part.ends_with('.') || part.ends_with(' ') {
+        return Err(refuse(
+            "windows_trailing_dot_or_space",
+            format!("member {raw:?} has a name ending in a dot or a space, which Windows drops"),
+        ));
+    }
+    // The device names hold with any extension (`con.txt`), in any case, and Windows reads
+    // the superscript digits as digits (`COM¹`).
+    let stem = part.split('.').next().unwrap_or(part).trim_end().to_ascii_uppercase();
+    let device = matches!(stem.as_str(), "CON" | "PRN" | "AUX" | "NUL" | "CONIN$" | "CONOUT$")
+        || ["COM", "LPT"].iter().any(|prefix| {
+            stem.strip_prefix(prefix).is_some_and(|digit| {
+                matches!(digit, "1" | "2" | "3" | "4" | "5" | "6" | "7" | "8" | "9" | "¹" | "²" | "³")
+            })
+        });
+    if device {
+        return Err(refuse(
+            "windows_device_name",
+            format!("member {raw:?} is named as a Windows device ({stem}), which extracting it would open"),
+        ));
+    }
+    Ok(())
 }
 
 /// The key two paths clash under: case-folded, NFC-normalised.
@@ -223,6 +260,31 @@ mod tests {
         assert_eq!(refusal(local_path("a\0b")), "control_character_in_path");
         assert_eq!(refusal(local_path("a\u{7f}")), "control_character_in_path");
         assert_eq!(refusal(local_path("")), "empty_path");
+    }
+
+    #[test]
+    fn names_windows_cannot_create_are_refused() {
+        for (path, code) in [
+            ("docs/CON", "windows_device_name"),
+            ("nul.txt", "windows_device_name"),
+            ("a/b/Com1.tar.gz", "windows_device_name"),
+            ("lpt9", "windows_device_name"),
+            ("docs/Aux.tar/x", "windows_device_name"),
+            ("COM¹.log", "windows_device_name"),
+            ("notes./x", "windows_trailing_dot_or_space"),
+            ("report ", "windows_trailing_dot_or_space"),
+            ("what?.txt", "windows_reserved_character"),
+            ("a|b", "windows_reserved_character"),
+            ("<x>", "windows_reserved_character"),
+            ("\"quoted\"", "windows_reserved_character"),
+            ("star*", "windows_reserved_character"),
+        ] {
+            assert_eq!(refusal(local_path(path)), code, "{path}");
+        }
+        // Near misses are ordinary names.
+        for path in ["console.txt", "com10", "lpt0.txt", "nullable/x", "con-tract.pdf", "a.b.c", ".hidden"] {
+            assert!(local_path(path).is_ok(), "{path}");
+        }
     }
 
     fn ledger() -> Ledger {
