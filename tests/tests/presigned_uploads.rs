@@ -178,3 +178,25 @@ async fn a_message_that_always_fails_reaches_the_dead_letter_queue_alone() {
     stack.sqs.send_message().queue_url(&queue).message_body(&poison).send().await.expect("send");
     stack.dead_letter("sluice-parse-dlq", std::time::Duration::from_secs(90), |body| body == poison).await;
 }
+
+#[tokio::test]
+async fn judged_bytes_cannot_be_replaced_through_the_same_url() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let bytes = b"Minutes: the budget was approved.".to_vec();
+    let (status, intent) =
+        stack.intent(&user, json!({"filename": "minutes.txt", "size": bytes.len(), "mime_type": "text/plain"})).await;
+    assert_eq!(status, 201, "{intent}");
+    // The URL is signed for a write that happens once: S3 refuses it where the key exists.
+    assert_eq!(intent["upload"]["headers"]["if-none-match"], "*", "{intent}");
+    assert_eq!(stack.put_presigned(&intent, bytes.clone()).await, 200);
+    let file = stack.settled(&user, intent["id"].as_str().expect("id")).await;
+    assert_eq!(file["status"], "ready", "{file}");
+    let mut swapped = bytes.clone();
+    swapped[0] = b'X';
+    let second = stack.put_presigned(&intent, swapped).await;
+    assert!(second == 412 || second == 409, "a second PUT to the same URL was answered {second}");
+    let id = intent["id"].as_str().expect("id");
+    let (_, text) = stack.call(&user, reqwest::Method::GET, &format!("/files/{id}/text"), None).await;
+    assert!(text.starts_with("Minutes: the budget"), "{text}");
+}

@@ -327,6 +327,8 @@ impl Blob {
             .server_side_encryption(ServerSideEncryption::AwsKms)
             .ssekms_key_id(&self.kms_key_id)
             .bucket_key_enabled(true)
+            // Written once: a URL used again (within its life) cannot swap bytes already judged.
+            .if_none_match("*")
             .presigned(config)
             .await
             .map_err(|e| BlobError::Presign(e.to_string()))?;
