@@ -34,14 +34,33 @@ fn string_list(filters: &Map<String, Value>, field: &'static str) -> Result<Opti
         Some(Value::Array(items)) if items.is_empty() => {
             Err(unprocessable(field, "an empty list matches nothing; leave the filter out instead"))
         }
+        Some(Value::Array(items)) if items.len() > MAX_FILTER_VALUES => {
+            Err(invalid(field, format!("filters.{field} may list at most {MAX_FILTER_VALUES} values")))
+        }
         Some(Value::Array(items)) => items
             .iter()
             .map(|v| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned))
             .collect::<Option<Vec<_>>>()
-            .map(Some)
+            .map(|values| Some(distinct(values)))
             .ok_or_else(|| invalid(field, format!("filters.{field} must be a list of non-empty strings"))),
         Some(_) => Err(invalid(field, format!("filters.{field} must be a list of strings"))),
     }
+}
+
+/// The most collections (names and base ids together) one search reads.
+pub const MAX_SEARCH_COLLECTIONS: usize = 20;
+/// The most values one filter lists.
+pub const MAX_FILTER_VALUES: usize = 100;
+
+/// `values` without repeats, in first-seen order.
+fn distinct<T: PartialEq>(values: Vec<T>) -> Vec<T> {
+    let mut kept: Vec<T> = Vec::with_capacity(values.len());
+    for value in values {
+        if !kept.contains(&value) {
+            kept.push(value);
+        }
+    }
+    kept
 }
 
 fn date(filters: &Map<String, Value>, field: &'static str) -> Result<Option<time::Date>, KnowledgeError> {
@@ -135,19 +154,28 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
             .ok_or_else(|| invalid("collections", "collections must be a list of names"))?,
         Some(_) => return Err(invalid("collections", "collections must be a list of names")),
     };
+    let names = distinct(names);
+    let ids = match body.get("knowledge_base_ids") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(ids) => distinct(
+            ids.as_array()
+                .and_then(|items| {
+                    items.iter().map(|v| v.as_str().and_then(|s| Uuid::parse_str(s).ok())).collect::<Option<Vec<_>>>()
+                })
+                .ok_or_else(|| invalid("knowledge_base_ids", "knowledge_base_ids must be a list of UUIDs"))?,
+        ),
+    };
+    // Bounded before any is resolved: each costs a lookup, and each a query.
+    if names.len() + ids.len() > MAX_SEARCH_COLLECTIONS {
+        let field =
+            if names.len() > MAX_SEARCH_COLLECTIONS || ids.is_empty() { "collections" } else { "knowledge_base_ids" };
+        return Err(invalid(field, format!("a search reads at most {MAX_SEARCH_COLLECTIONS} collections and bases")));
+    }
     for name in &names {
         bases.push(resolve(state, caller, name, Access::View).await?.0);
     }
-    if let Some(ids) = body.get("knowledge_base_ids") {
-        let ids = ids
-            .as_array()
-            .and_then(|items| {
-                items.iter().map(|v| v.as_str().and_then(|s| Uuid::parse_str(s).ok())).collect::<Option<Vec<_>>>()
-            })
-            .ok_or_else(|| invalid("knowledge_base_ids", "knowledge_base_ids must be a list of UUIDs"))?;
-        for id in ids {
-            bases.push(bases::reach(state, caller, id, Access::View).await?.0);
-        }
+    for id in ids {
+        bases.push(bases::reach(state, caller, id, Access::View).await?.0);
     }
     if bases.is_empty() {
         return Err(invalid("collections", "name at least one collection"));
@@ -256,6 +284,11 @@ mod tests {
             parse_filters(&body(json!({"filters": {"source": []}}))),
             Err(KnowledgeError::Unprocessable { field: "source", .. })
         ));
+        let many: Vec<String> = (0..=MAX_FILTER_VALUES).map(|n| format!("unit {n}")).collect();
+        assert!(parse_filters(&body(json!({"filters": {"organizational_unit": many}}))).is_err());
+        let repeated =
+            parse_filters(&body(json!({"filters": {"document_type": ["pdf", "pdf", "md", "pdf"]}}))).expect("valid");
+        assert_eq!(repeated.document_type, Some(vec!["pdf".to_owned(), "md".to_owned()]));
         let full = parse_filters(&body(json!({"filters": {"source": ["upload"], "document_type": ["pdf", "md"],
             "organizational_unit": ["Ops"], "date_from": "2026-01-01", "date_to": "2026-12-31"}})))
         .expect("filters");

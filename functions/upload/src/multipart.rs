@@ -64,7 +64,7 @@ pub async fn read_form(
             .map(|n| n.replace('\0', ""))
             .filter(|n| !n.trim().is_empty())
             .ok_or_else(|| UploadError::invalid("file", "the file part has no filename"))?;
-        if filename.chars().count() > 255 {
+        if filename.chars().count() > sluice_domain::MAX_FILENAME_CHARS {
             return Err(UploadError::invalid("file", "the filename is longer than 255 characters"));
         }
         let declared_mime = field.content_type().map(|m| m.essence_str().to_owned());

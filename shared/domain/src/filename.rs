@@ -1,5 +1,8 @@
 //! Filenames are never trusted: a stored name is one safe component.
 
+/// The longest filename an upload may declare, in characters, whichever path it takes.
+pub const MAX_FILENAME_CHARS: usize = 255;
+
 /// The longest safe name kept, in bytes; longer names keep their extension.
 const MAX_NAME_BYTES: usize = 120;
 

@@ -19,4 +19,4 @@ pub use blocking::BlockingPool;
 pub use caller::Caller;
 pub use config::{Config, ConfigError};
 pub use content::FileContent;
-pub use filename::{CHAT_UPLOAD_PREFIX, safe_filename, workspace_folder};
+pub use filename::{CHAT_UPLOAD_PREFIX, MAX_FILENAME_CHARS, safe_filename, workspace_folder};
