@@ -357,7 +357,7 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_presigned_upload_signs_the_length_the_type_and_the_encryption() {
+    async fn a_presigned_upload_signs_the_length_the_type_the_encryption_and_one_write() {
         let blob = Blob::new(static_s3_client("http://127.0.0.1:9"), "bucket", "arn:aws:kms:us-east-1:1:key/k");
         let upload = blob
             .presign_upload("uploads/u/f_a.pdf", 9_000_000, "application/pdf", Duration::from_secs(900))
@@ -371,6 +371,7 @@ mod tests {
             "host",
             "x-amz-server-side-encryption",
             "x-amz-server-side-encryption-aws-kms-key-id",
+            "if-none-match",
         ] {
             assert!(signed.contains(&header), "{header} is not signed: {signed:?}");
         }
@@ -378,6 +379,8 @@ mod tests {
             |name: &str| upload.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
         assert_eq!(sent("content-length"), Some("9000000"));
         assert_eq!(sent("x-amz-server-side-encryption"), Some("aws:kms"));
+        // Written once: the key cannot be overwritten through the same URL.
+        assert_eq!(sent("if-none-match"), Some("*"));
         assert!(upload.url.contains("X-Amz-Expires=900"));
     }
 
