@@ -248,8 +248,14 @@ async fn local_services_are_registered_by_scope_and_named_only_where_visible() {
     assert_eq!(status, 201, "{own}");
     let own_id = own["id"].as_str().expect("id").to_owned();
     let (_, seen) = stack.call_json(&viewer, Method::GET, "/embedding-endpoints", None).await;
+    // A member who does not manage collections sees the service, not its internal address.
+    let listed = seen["embedding_endpoints"].as_array().expect("list");
+    assert!(listed.iter().all(|e| e.get("base_url").is_none()), "a viewer saw an address: {seen}");
     let seen = listed_ids(&seen, "embedding_endpoints");
     assert!(seen.contains(&own_id), "the organization sees its own service");
+    let (_, managed) = stack.call_json(&editor, Method::GET, "/embedding-endpoints", None).await;
+    let mine = managed["embedding_endpoints"].as_array().expect("list").iter().find(|e| e["id"] == own_id.as_str());
+    assert_eq!(mine.expect("listed")["base_url"], "http://10.0.0.5:8080/v1", "{managed}");
     let (_, unseen) = stack.call_json(&outsider, Method::GET, "/embedding-endpoints", None).await;
     let unseen_list = unseen["embedding_endpoints"].as_array().expect("list");
     assert!(!listed_ids(&unseen, "embedding_endpoints").contains(&own_id));

@@ -18,20 +18,24 @@ struct EndpointView {
     id: Uuid,
     name: String,
     provider: String,
-    base_url: String,
+    /// Shown only to those who manage collections: an internal address is a map of the
+    /// organization's network, not something every member needs to choose a service.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base_url: Option<String>,
     scope: &'static str,
     org_id: Option<Uuid>,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
 }
 
-fn view(endpoint: EmbeddingEndpoint) -> EndpointView {
+fn view(endpoint: EmbeddingEndpoint, caller: &Caller) -> EndpointView {
+    let sees_address = caller.app_admin || caller.has_permission("collections:edit");
     EndpointView {
         scope: if endpoint.is_deployment_wide() { "app" } else { "org" },
         id: endpoint.id,
         name: endpoint.name,
         provider: endpoint.provider,
-        base_url: endpoint.base_url,
+        base_url: sees_address.then_some(endpoint.base_url),
         org_id: endpoint.org_id,
         created_at: endpoint.created_at,
     }
@@ -77,11 +81,11 @@ pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result
             message: format!("a deployment-wide {} service of that name exists", endpoint.provider),
         });
     }
-    Ok(json_response(201, &view(endpoint)))
+    Ok(json_response(201, &view(endpoint, caller)))
 }
 
 pub async fn list(state: &State, caller: &Caller) -> Result<Response<Body>, KnowledgeError> {
     let endpoints: Vec<EndpointView> =
-        state.db.visible_embedding_endpoints(caller.org_id).await?.into_iter().map(view).collect();
+        state.db.visible_embedding_endpoints(caller.org_id).await?.into_iter().map(|e| view(e, caller)).collect();
     Ok(json_response(200, &serde_json::json!({ "embedding_endpoints": endpoints })))
 }
