@@ -240,9 +240,7 @@ pub async fn create_intent(
         _ => Err(UploadError::invalid(field, format!("{field} must be a non-empty string"))),
     };
     let filename = text("filename")?;
-    if filename.chars().count() > sluice_domain::MAX_FILENAME_CHARS {
-        return Err(UploadError::invalid("filename", "the filename is longer than 255 characters"));
-    }
+    crate::multipart::filename_fits("filename", &filename)?;
     let mime_type = text("mime_type")?;
     let size = match body.get("size").and_then(serde_json::Value::as_u64) {
         Some(size) if size > 0 => size,

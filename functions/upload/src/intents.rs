@@ -46,9 +46,7 @@ pub async fn create(state: &AppState, caller: &Caller, request: &Request) -> Res
         Some(serde_json::Value::String(name)) if !name.trim().is_empty() => name,
         _ => return Err(UploadError::invalid("filename", "filename must be a non-empty string")),
     };
-    if filename.chars().count() > sluice_domain::MAX_FILENAME_CHARS {
-        return Err(UploadError::invalid("filename", "the filename is longer than 255 characters"));
-    }
+    crate::multipart::filename_fits("filename", &filename)?;
     let mime_type = match body.mime_type {
         Some(serde_json::Value::String(mime)) if !mime.trim().is_empty() => mime,
         _ => return Err(UploadError::invalid("mime_type", "mime_type must be a non-empty string")),

@@ -64,9 +64,7 @@ pub async fn read_form(
             .map(|n| n.replace('\0', ""))
             .filter(|n| !n.trim().is_empty())
             .ok_or_else(|| UploadError::invalid("file", "the file part has no filename"))?;
-        if filename.chars().count() > sluice_domain::MAX_FILENAME_CHARS {
-            return Err(UploadError::invalid("file", "the filename is longer than 255 characters"));
-        }
+        filename_fits("file", &filename)?;
         let declared_mime = field.content_type().map(|m| m.essence_str().to_owned());
         let mut bytes = BytesMut::new();
         while let Some(chunk) = field.chunk().await.map_err(malformed)? {
@@ -83,6 +81,15 @@ pub async fn read_form(
 
 fn malformed(error: multer::Error) -> UploadError {
     UploadError::invalid("file", format!("the multipart body is malformed: {error}"))
+}
+
+/// Refuses, on `field`, a filename past `MAX_FILENAME_CHARS`: one rule for the inline upload
+/// and both presigned declarations.
+pub(crate) fn filename_fits(field: &'static str, filename: &str) -> Result<(), UploadError> {
+    if filename.chars().count() > sluice_domain::MAX_FILENAME_CHARS {
+        return Err(UploadError::invalid(field, "the filename is longer than 255 characters"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

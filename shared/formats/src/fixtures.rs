@@ -75,11 +75,20 @@ pub fn pdf(pages: &[&str]) -> Vec<u8> {
             .collect();
         objects.push(format!("<< /Length {} >>\nstream\n{lines}endstream", lines.len()));
     }
+    let objects: Vec<Vec<u8>> = objects.into_iter().map(String::into_bytes).collect();
+    pdf_file(&objects)
+}
+
+/// A PDF file of `objects` (numbered from 1, the first the catalog) with a correct xref
+/// table.
+fn pdf_file(objects: &[Vec<u8>]) -> Vec<u8> {
     let mut out = b"%PDF-1.4\n".to_vec();
     let mut offsets = Vec::new();
     for (i, object) in objects.iter().enumerate() {
         offsets.push(out.len());
-        out.extend_from_slice(format!("{} 0 obj\n{object}\nendobj\n", i + 1).as_bytes());
+        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        out.extend_from_slice(object);
+        out.extend_from_slice(b"\nendobj\n");
     }
     let xref = out.len();
     out.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
@@ -462,23 +471,7 @@ pub fn image_pdf_of(images: &[image::GrayImage], dpi: u32, count: usize) -> Vec<
         let content = format!("q {w:.2} 0 0 {h:.2} 0 0 cm /Im0 Do Q\n");
         objects.push(format!("<< /Length {} >>\nstream\n{content}endstream", content.len()).into_bytes());
     }
-    let mut out = b"%PDF-1.4\n".to_vec();
-    let mut offsets = Vec::new();
-    for (i, object) in objects.iter().enumerate() {
-        offsets.push(out.len());
-        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
-        out.extend_from_slice(object);
-        out.extend_from_slice(b"\nendobj\n");
-    }
-    let xref = out.len();
-    out.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
-    for offset in offsets {
-        out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
-    }
-    out.extend_from_slice(
-        format!("trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1).as_bytes(),
-    );
-    out
+    pdf_file(&objects)
 }
 
 /// A multi-page 8-bit grey TIFF of `pages`.

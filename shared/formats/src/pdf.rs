@@ -156,10 +156,7 @@ fn render(page: &PdfPage<'_>, dpi: u32) -> Result<GrayImage, String> {
     let bitmap = page.render_with_config(&config).map_err(|e| format!("the page could not be rendered: {e}"))?;
     let (width, height) = (bitmap.width() as u32, bitmap.height() as u32);
     let rgba = bitmap.as_rgba_bytes();
-    let grey = rgba
-        .chunks_exact(4)
-        .map(|p| ((u32::from(p[0]) * 299 + u32::from(p[1]) * 587 + u32::from(p[2]) * 114) / 1000) as u8)
-        .collect();
+    let grey = rgba.chunks_exact(4).map(|p| crate::scan::luma(p[0], p[1], p[2])).collect();
     GrayImage::from_raw(width, height, grey).ok_or_else(|| "the rendered page has no pixels".to_owned())
 }
 

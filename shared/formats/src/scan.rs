@@ -153,6 +153,11 @@ impl Scanner {
     }
 }
 
+/// The grey value of an RGB pixel (ITU-R BT.601 weights), as OCR reads colour pages.
+pub(crate) fn luma(r: u8, g: u8, b: u8) -> u8 {
+    ((u32::from(r) * 299 + u32::from(g) * 587 + u32::from(b) * 114) / 1000) as u8
+}
+
 /// Page numbers as ranges: `1–3, 7`.
 fn ranges(pages: &[u32]) -> String {
     let mut parts = Vec::new();

@@ -210,13 +210,7 @@ pub fn visit_grey_pages(
                 };
                 let grey = samples
                     .chunks_exact(channels)
-                    .map(|p| {
-                        if channels < 3 {
-                            p[0]
-                        } else {
-                            ((u32::from(p[0]) * 299 + u32::from(p[1]) * 587 + u32::from(p[2]) * 114) / 1000) as u8
-                        }
-                    })
+                    .map(|p| if channels < 3 { p[0] } else { crate::scan::luma(p[0], p[1], p[2]) })
                     .collect();
                 image::GrayImage::from_raw(width, height, grey).ok_or_else(|| "the page has no pixels".to_owned())
             };
