@@ -42,10 +42,13 @@ pub enum Moment {
     Move,
 }
 
+/// Checks `requested` for a base of `scope` belonging to `org` (the base's organization,
+/// never the caller's: a grantee from elsewhere must not point a base at their own services).
 pub async fn resolve(
     state: &State,
     caller: &Caller,
     scope: Scope,
+    org: Option<Uuid>,
     requested: Requested,
     moment: Moment,
 ) -> Result<Resolved, KnowledgeError> {
@@ -56,7 +59,7 @@ pub async fn resolve(
         invalid("embedding_model", format!("{:?} is not a model {} serves", requested.model, provider.id))
     })?;
     if provider.keyless {
-        return keyless(state, caller, scope, provider, model, requested).await;
+        return keyless(state, org, scope, provider, model, requested).await;
     }
     if scope == Scope::App {
         return Err(invalid(
@@ -74,7 +77,7 @@ pub async fn resolve(
         invalid("embedding_secret_id", format!("{} needs an API key from your organization's vault", provider.id))
     })?;
     if !requested.secret_inherited {
-        check_secret(state, caller, provider, secret_id).await?;
+        check_secret(state, caller, org, provider, secret_id).await?;
     }
     if let Some(base_url) = &requested.base_url {
         if provider.id != "openrouter" {
@@ -93,7 +96,7 @@ pub async fn resolve(
 
 async fn keyless(
     state: &State,
-    caller: &Caller,
+    org: Option<Uuid>,
     scope: Scope,
     provider: &'static Provider,
     model: &'static Model,
@@ -111,14 +114,17 @@ async fn keyless(
             format!("{} is reached at its local service (embedding_endpoint_id)", provider.id),
         ));
     }
-    let visible = state.db.visible_embedding_endpoints(caller.org_id).await?;
+    let visible = state.db.visible_embedding_endpoints(org).await?;
     let usable: Vec<_> = visible
         .iter()
         .filter(|e| e.provider == provider.id && (scope != Scope::App || e.is_deployment_wide()))
         .collect();
     let endpoint = match requested.endpoint_id {
         Some(id) => usable.iter().find(|e| e.id == id).ok_or_else(|| {
-            invalid("embedding_endpoint_id", format!("no local {} service {id} is registered for you", provider.id))
+            invalid(
+                "embedding_endpoint_id",
+                format!("no local {} service {id} is registered for this base's organization", provider.id),
+            )
         })?,
         None => match usable.iter().filter(|e| e.is_deployment_wide()).collect::<Vec<_>>().as_slice() {
             [only] => *only,
@@ -139,24 +145,18 @@ async fn keyless(
     Ok(Resolved { provider, model, secret_id: None, endpoint_id: Some(endpoint.id), base_url: None })
 }
 
-/// A key the caller cannot see is refused exactly as one the vault does not hold, so the
-/// refusal cannot enumerate somebody else's private keys.
+/// A key the caller cannot see, or one of another organization than the base's, is refused
+/// exactly as one the vault does not hold, so the refusal cannot enumerate somebody else's
+/// private keys.
 async fn check_secret(
     state: &State,
     caller: &Caller,
+    org: Option<Uuid>,
     provider: &Provider,
     secret_id: Uuid,
 ) -> Result<(), KnowledgeError> {
     let unknown = || invalid("embedding_secret_id", "the vault holds no such key that you can use");
-    let secret = state.db.secret_meta(secret_id).await?.ok_or_else(unknown)?;
-    let ownership = SecretOwnership {
-        owner_id: secret.owner_id,
-        org_id: secret.org_id,
-        shared_with_org: secret.visibility == "org",
-    };
-    if !access::may_see_secret(caller, &ownership) {
-        return Err(unknown());
-    }
+    let secret = lendable(state, caller, org, secret_id).await?.ok_or_else(unknown)?;
     if secret.provider != provider.id {
         return Err(invalid(
             "embedding_secret_id",
@@ -164,4 +164,23 @@ async fn check_secret(
         ));
     }
     Ok(())
+}
+
+/// The key `secret_id` if `caller` may lend it to a base of `org`: they may see it, and it
+/// is that organization's.
+pub async fn lendable(
+    state: &State,
+    caller: &Caller,
+    org: Option<Uuid>,
+    secret_id: Uuid,
+) -> Result<Option<sluice_store::SecretMeta>, KnowledgeError> {
+    let Some(secret) = state.db.secret_meta(secret_id).await? else {
+        return Ok(None);
+    };
+    let ownership = SecretOwnership {
+        owner_id: secret.owner_id,
+        org_id: secret.org_id,
+        shared_with_org: secret.visibility == "org",
+    };
+    Ok((access::may_see_secret(caller, &ownership) && secret.org_id == org).then_some(secret))
 }

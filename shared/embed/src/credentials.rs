@@ -90,8 +90,10 @@ pub async fn target_for(
     let dimensions = usize::try_from(base.embedding_dim).unwrap_or_default();
     let (base_url, api_key) = match resolve_key(db, vault, base).await? {
         KeyResolution::Keyless => {
+            // Only the deployment's services and the base's own organization's: a row naming
+            // another organization's service (however it got there) embeds nowhere.
             let endpoint = match base.embedding_endpoint_id {
-                Some(id) => db.embedding_endpoint(id).await?,
+                Some(id) => db.embedding_endpoint(id).await?.filter(|e| e.org_id.is_none() || e.org_id == base.org_id),
                 None => None,
             };
             let Some(endpoint) = endpoint else {
