@@ -104,6 +104,17 @@ fn ingestion_config(body: &Map<String, Value>, current: Option<&Value>) -> Resul
     }
 }
 
+/// The one answer to a claim of a name the caller may not take as asked: held by bases they
+/// cannot write, or lending a key they may not lend.
+fn name_taken() -> KnowledgeError {
+    KnowledgeError::Conflict {
+        field: "collection_name",
+        message: "the collection name is taken by a knowledge base you cannot write, or whose embedding key you \
+                  cannot use; choose another name, or name your own key (embedding_secret_id)"
+            .to_owned(),
+    }
+}
+
 /// `POST /kb`.
 pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result<Response<Body>, KnowledgeError> {
     let body = fields::object(request)?;
@@ -145,9 +156,17 @@ pub async fn create_from(
         .map_err(|e| invalid("collection_name", e.message))?;
     let ingestion = ingestion_config(body, None)?.or_keep(None);
 
-    // A name that exists lends its embedding: what the caller leaves out is adopted.
+    // A name that exists lends its embedding, what the caller leaves out adopted — but only
+    // to a caller who may write a base holding it (the claim's own rule, asked before
+    // anything is adopted so a refusal tells nothing about the collection), and its key only
+    // to one who may lend that key to this base. Every refusal reads the same.
+    let may_write = |held: &GrantedBase| access::decide(caller, &held.base.ownership(), held.grant) == Access::Edit;
     let holders = state.db.bases_named(&collection_name, caller.user_id).await?;
-    let held = holders.first().map(|h| &h.base);
+    let held = match holders.iter().find(|h| may_write(h)) {
+        Some(writable) => Some(&writable.base),
+        None if holders.is_empty() => None,
+        None => return Err(name_taken()),
+    };
     let provider = match fields::text(body, "embedding_provider")? {
         Field::Set(provider) => provider,
         _ => held.map(|b| b.embedding_provider.clone()).ok_or_else(|| {
@@ -162,7 +181,12 @@ pub async fn create_from(
             .ok_or_else(|| invalid("embedding_model", "embedding_model is required"))?,
     };
     let secret = fields::uuid(body, "embedding_secret_id")?;
-    let secret_inherited = !secret.is_given() && same_provider.is_some_and(|b| b.embedding_secret_id.is_some());
+    let adopted_secret = same_provider.and_then(|b| b.embedding_secret_id).filter(|_| !secret.is_given());
+    if let Some(adopted) = adopted_secret
+        && embedding::lendable(state, caller, org_id, adopted).await?.is_none()
+    {
+        return Err(name_taken());
+    }
     let requested = Requested {
         secret_id: secret.or_keep(same_provider.and_then(|b| b.embedding_secret_id)),
         endpoint_id: fields::uuid(body, "embedding_endpoint_id")?
@@ -171,9 +195,10 @@ pub async fn create_from(
             .or_keep(same_provider.and_then(|b| b.embedding_base_url.clone())),
         provider,
         model,
-        secret_inherited,
+        // An adopted key was checked above; the resolution checks it again as any other.
+        secret_inherited: false,
     };
-    let resolved = embedding::resolve(state, caller, scope, requested, Moment::Create).await?;
+    let resolved = embedding::resolve(state, caller, scope, org_id, requested, Moment::Create).await?;
     let base = KnowledgeBase {
         id: Uuid::new_v4(),
         name,
@@ -192,11 +217,10 @@ pub async fn create_from(
         created_at: OffsetDateTime::now_utc(),
     };
     let claimant = Claimant { user_id: caller.user_id, org_id: caller.org_id, app_admin: caller.app_admin };
-    let may_write = |held: &GrantedBase| access::decide(caller, &held.base.ownership(), held.grant) == Access::Edit;
     let conflict = |message: &str| KnowledgeError::Conflict { field: "collection_name", message: message.to_owned() };
     match state.db.claim_knowledge_base(&base, claimant, may_write).await? {
         Claim::Created(base) => Ok(json_response(201, &view(*base, Access::Edit))),
-        Claim::Held => Err(conflict("the collection name is taken by a knowledge base you cannot write")),
+        Claim::Held => Err(name_taken()),
         Claim::Reserved => {
             Err(conflict("the collection name is reserved while its teardown finishes; try again later"))
         }
@@ -319,7 +343,7 @@ pub async fn patch(
             base.embedding_base_url.clone()
         }),
     };
-    let resolved = embedding::resolve(state, caller, base.scope, requested, Moment::Move).await?;
+    let resolved = embedding::resolve(state, caller, base.scope, base.org_id, requested, Moment::Move).await?;
     let ingestion = ingestion_config(&body, base.ingestion_config.as_ref())?.or_keep(base.ingestion_config.clone());
     let name = match fields::text(&body, "name")? {
         Field::Set(name) => name,
@@ -371,14 +395,31 @@ pub async fn queue_teardown(state: &State, kb_id: Uuid) -> Result<Response<Body>
     ))
 }
 
-/// `POST /kb/{id}/grants`: only a caller who may write the base grants on it.
+/// The base if the caller manages it (`access::manages`). One who cannot even read it is
+/// told it does not exist; a reader or grantee who does not manage it, that they may not.
+async fn managed(state: &State, caller: &Caller, id: Uuid) -> Result<KnowledgeBase, KnowledgeError> {
+    let held = state.db.knowledge_base(id, caller.user_id).await?.ok_or(KnowledgeError::NotFound)?;
+    let ownership = held.base.ownership();
+    if access::decide(caller, &ownership, held.grant) < Access::Edit {
+        return Err(KnowledgeError::NotFound);
+    }
+    if !access::manages(caller, &ownership, held.grant) {
+        return Err(KnowledgeError::Forbidden(
+            "only the base's owner, its organization's collection editors and the app admin grant or revoke access"
+                .to_owned(),
+        ));
+    }
+    Ok(held.base)
+}
+
+/// `POST /kb/{id}/grants`: only those who manage the base grant on it.
 pub async fn grant(
     state: &State,
     caller: &Caller,
     id: Uuid,
     request: &Request,
 ) -> Result<Response<Body>, KnowledgeError> {
-    let (base, _) = reach(state, caller, id, Access::Edit).await?;
+    let base = managed(state, caller, id).await?;
     let body = fields::object(request)?;
     fields::only(&body, &["user_id", "level"])?;
     let user = match fields::uuid(&body, "user_id")? {
@@ -393,6 +434,16 @@ pub async fn grant(
     state.db.grant_knowledge_base(base.id, user, level).await?;
     let level = if level == Access::Edit { "edit" } else { "view" };
     Ok(json_response(201, &serde_json::json!({ "kb_id": base.id, "user_id": user, "level": level })))
+}
+
+/// `DELETE /kb/{id}/grants/{user_id}`: `204`, or `404` naming the grant when the user held
+/// none; only those who manage the base revoke.
+pub async fn revoke(state: &State, caller: &Caller, id: Uuid, user: Uuid) -> Result<Response<Body>, KnowledgeError> {
+    let base = managed(state, caller, id).await?;
+    if !state.db.revoke_knowledge_base(base.id, user).await? {
+        return Err(KnowledgeError::Missing("Grant"));
+    }
+    Ok(sluice_web::no_content())
 }
 
 #[cfg(test)]
