@@ -42,7 +42,7 @@ impl State {
             vault: Vault::new(kms, config.kms_key_id.clone()),
             db,
             http: sluice_embed::http_client(),
-            endpoint_policy: EndpointPolicy::from_env(),
+            endpoint_policy: EndpointPolicy { networks: sluice_embed::network::NetworkPolicy::current().clone() },
             dispatcher: Dispatcher::new(sqs, config.job_routes()),
             config,
         }
@@ -50,6 +50,7 @@ impl State {
 
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
+        sluice_embed::network::NetworkPolicy::from_env()?;
         sluice_embed::in_process::ensure_available()?;
         let sdk = sluice_blob::sdk_config().await;
         let (kms, sqs) = (aws_sdk_kms::Client::new(&sdk), aws_sdk_sqs::Client::new(&sdk));
@@ -67,6 +68,9 @@ enum Route {
     PatchBase(Uuid),
     DeleteBase(Uuid),
     Grant(Uuid),
+    Revoke(Uuid, Uuid),
+    /// A grant route naming a user id that cannot exist.
+    NoSuchGrant,
     Ingestion(Uuid),
     Documents(Uuid),
     /// A base route naming an id that cannot exist: answered like an absent base.
@@ -114,6 +118,11 @@ fn route(method: &str, path: &str) -> Option<Route> {
         ("PATCH", ["kb", id]) => base(id, Route::PatchBase),
         ("DELETE", ["kb", id]) => base(id, Route::DeleteBase),
         ("POST", ["kb", id, "grants"]) => base(id, Route::Grant),
+        ("DELETE", ["kb", kb, "grants", user]) => match (Uuid::parse_str(kb), Uuid::parse_str(user)) {
+            (Ok(kb), Ok(user)) => Route::Revoke(kb, user),
+            (Err(_), _) => Route::NoSuchBase,
+            (Ok(_), Err(_)) => Route::NoSuchGrant,
+        },
         ("GET", ["kb", id, "ingestion"]) => base(id, Route::Ingestion),
         ("GET", ["kb", id, "documents"]) => base(id, Route::Documents),
         ("GET", ["kb", id, "sync-sources"]) => base(id, Route::ListSources),
@@ -152,6 +161,8 @@ pub async fn handle(state: &State, request: Request) -> Response<Body> {
             Route::PatchBase(id) => bases::patch(state, &caller, id, &request).await,
             Route::DeleteBase(id) => bases::delete(state, &caller, id).await,
             Route::Grant(id) => bases::grant(state, &caller, id, &request).await,
+            Route::Revoke(id, user) => bases::revoke(state, &caller, id, user).await,
+            Route::NoSuchGrant => Err(KnowledgeError::Missing("Grant")),
             Route::Ingestion(id) => collections::ingestion(state, &caller, id).await,
             Route::Documents(id) => collections::documents(state, &caller, id, &request).await,
             Route::NoSuchBase => Err(KnowledgeError::NotFound),
@@ -242,5 +253,7 @@ mod tests {
         assert_eq!(route("GET", &format!("/api/v1/kb/{id}/sync-sources/x/logs")), Some(Route::NoSuchSource));
         assert_eq!(route("GET", &format!("/api/v1/kb/x/sync-sources/{source}")), Some(Route::NoSuchBase));
         assert_eq!(route("GET", "/api/v1/rag/sync/logs"), Some(Route::AllSyncLogs));
+        assert_eq!(route("DELETE", &format!("/api/v1/kb/{id}/grants/{source}")), Some(Route::Revoke(id, source)));
+        assert_eq!(route("DELETE", &format!("/api/v1/kb/{id}/grants/me")), Some(Route::NoSuchGrant));
     }
 }

@@ -132,7 +132,7 @@ pub async fn delete(state: &State, caller: &Caller, id: Uuid) -> Result<Response
         return Err(KnowledgeError::Forbidden("deleting a shared credential needs secrets:edit".to_owned()));
     }
     state.db.delete_secret(id).await?;
-    Ok(lambda_http::Response::builder().status(204).body(Body::Empty).unwrap_or_default())
+    Ok(sluice_web::no_content())
 }
 
 /// `GET /secrets`: the keys the caller may see, never a value.

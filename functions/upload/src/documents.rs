@@ -386,7 +386,7 @@ pub async fn delete(state: &AppState, caller: &Caller, id: Uuid) -> Result<Respo
     if let Some(removal) = removal {
         state.db.remove_now_or_later(removal, move |key| async move { state.blob.delete(&key).await }).await;
     }
-    Ok(lambda_http::Response::builder().status(204).body(Body::Empty).unwrap_or_default())
+    Ok(sluice_web::no_content())
 }
 
 /// Sends a committed outbox row's job, marking it sent; a failure is the sweep's to repeat.

@@ -72,6 +72,13 @@ pub fn decide(caller: &Caller, base: &BaseOwnership, grant: Option<Access>) -> A
     by_scope.max(grant.unwrap_or(Access::None))
 }
 
+/// Whether `caller` manages `base` — grants and revokes access to it: its owner (personal),
+/// its organization's collection editors (org), and the app admin (app bases, and any base
+/// they reach). A grant never makes its holder a manager, so access cannot spread from one.
+pub fn manages(caller: &Caller, base: &BaseOwnership, grant: Option<Access>) -> bool {
+    decide(caller, base, None) == Access::Edit || (caller.app_admin && decide(caller, base, grant) != Access::None)
+}
+
 /// Which of the bases holding one collection name (`holders`, oldest first) a caller means,
 /// if they reach it at `at_least`: their organization's own (their personal base in it
 /// included), else the app's, else one granted to them — never a third tenant's.
@@ -158,6 +165,32 @@ mod tests {
         ];
         for (i, (base, who, grant, expected)) in cases.iter().enumerate() {
             assert_eq!(decide(who, base, *grant), *expected, "case {i}: {:?} {:?} {grant:?}", base.scope, who);
+        }
+    }
+
+    #[test]
+    fn a_base_is_managed_by_its_owner_its_editors_and_the_app_admin_never_by_a_grant() {
+        let (owner, other) = (Uuid::new_v4(), Uuid::new_v4());
+        let org_a = Uuid::new_v4();
+        let personal = BaseOwnership { scope: Scope::Personal, owner_id: owner, org_id: Some(org_a) };
+        let org = BaseOwnership { scope: Scope::Org, owner_id: owner, org_id: Some(org_a) };
+        let app = BaseOwnership { scope: Scope::App, owner_id: owner, org_id: None };
+        let editor = caller(other, Some(org_a), &["collections:edit"], false);
+        let viewer = caller(other, Some(org_a), &["collections:view"], false);
+        let admin = caller(other, None, &[], true);
+        let cases = [
+            (&personal, caller(owner, Some(org_a), &[], false), None, true),
+            (&personal, editor.clone(), Some(Access::Edit), false),
+            (&personal, admin.clone(), None, false),
+            (&personal, admin.clone(), Some(Access::View), true),
+            (&org, editor.clone(), None, true),
+            (&org, viewer.clone(), Some(Access::Edit), false),
+            (&org, caller(owner, Some(org_a), &[], false), Some(Access::Edit), false),
+            (&app, admin.clone(), None, true),
+            (&app, editor.clone(), Some(Access::Edit), false),
+        ];
+        for (i, (base, who, grant, expected)) in cases.iter().enumerate() {
+            assert_eq!(manages(who, base, *grant), *expected, "case {i}");
         }
     }
 

@@ -285,4 +285,12 @@ impl Db {
             .await?;
         Ok(())
     }
+
+    /// Removes `user`'s grant on a base; `false` when they held none.
+    pub async fn revoke_knowledge_base(&self, kb_id: Uuid, user: Uuid) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let removed =
+            client.execute("DELETE FROM kb_grants WHERE kb_id = $1 AND user_id = $2", &[&kb_id, &user]).await?;
+        Ok(removed == 1)
+    }
 }

@@ -78,6 +78,13 @@ pub fn json_response(status: u16, value: &impl Serialize) -> Response<Body> {
         .unwrap_or_else(|_| Response::new(Body::Empty))
 }
 
+/// An empty `204 No Content`.
+pub fn no_content() -> Response<Body> {
+    let mut response = Response::new(Body::Empty);
+    *response.status_mut() = lambda_http::http::StatusCode::NO_CONTENT;
+    response
+}
+
 /// The caller, from the claims API Gateway's JWT authorizer put in the request context.
 /// The function never sees a request the authorizer refused; a request without claims
 /// (a misconfigured route) is still refused here.
