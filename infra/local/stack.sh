@@ -175,7 +175,8 @@ export SLUICE_LOCAL_EMBEDDINGS_URL=http://127.0.0.1:$EMBED_PORT/v1
 export SLUICE_EMBEDDER_ADDR=127.0.0.1:$EMBED_PORT
 export SLUICE_EMBEDDER_MODEL_DIR=$LOCAL/minilm
 export SLUICE_MODEL_DIR=$LOCAL/minilm
-export SLUICE_ALLOW_LOOPBACK_ENDPOINTS=true
+# The stack's own services (the embedding service, the tests' stand-ins) are on loopback.
+export SLUICE_ALLOWED_PRIVATE_NETWORKS=127.0.0.0/8
 ENV
   # The test stack redelivers failed messages after 5 s instead of minutes.
   # Embedding retries are shortened too, and a failure is recorded on the third delivery.

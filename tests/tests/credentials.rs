@@ -227,24 +227,20 @@ async fn local_services_are_registered_by_scope_and_named_only_where_visible() {
     let outsider = User::with(org_b, &["collections:edit"], false);
     let admin = User::with(None, &[], true);
     let service = |scope: &str, provider: &str, url: &str| json!({"name": format!("gpu box {}", Uuid::new_v4().simple()), "provider": provider, "base_url": url, "scope": scope});
+    // The stack allow-lists loopback for its own services; nothing else inward.
+    let address = "http://127.0.0.1:8080/v1";
     for (user, body, field) in [
-        (&viewer, service("org", "local", "http://10.0.0.5:8080/v1"), "scope"),
-        (&editor, service("app", "local", "http://10.0.0.5:8080/v1"), "scope"),
-        (&editor, service("org", "openai", "http://10.0.0.5:8080/v1"), "provider"),
-        (&editor, service("org", "local", "ftp://10.0.0.5/v1"), "base_url"),
-        (&admin, service("galaxy", "local", "http://10.0.0.5:8080/v1"), "scope"),
+        (&viewer, service("org", "local", address), "scope"),
+        (&editor, service("app", "local", address), "scope"),
+        (&editor, service("org", "openai", address), "provider"),
+        (&editor, service("org", "local", "ftp://127.0.0.1/v1"), "base_url"),
+        (&admin, service("galaxy", "local", address), "scope"),
     ] {
         let (status, refused) = stack.call_json(user, Method::POST, "/embedding-endpoints", Some(body.clone())).await;
         assert_eq!((status, field_of(&refused)), (400, vec![field.to_owned()]), "{body}: {refused}");
     }
-    let (status, own) = stack
-        .call_json(
-            &editor,
-            Method::POST,
-            "/embedding-endpoints",
-            Some(service("org", "local", "http://10.0.0.5:8080/v1")),
-        )
-        .await;
+    let (status, own) =
+        stack.call_json(&editor, Method::POST, "/embedding-endpoints", Some(service("org", "local", address))).await;
     assert_eq!(status, 201, "{own}");
     let own_id = own["id"].as_str().expect("id").to_owned();
     let (_, seen) = stack.call_json(&viewer, Method::GET, "/embedding-endpoints", None).await;
@@ -255,7 +251,7 @@ async fn local_services_are_registered_by_scope_and_named_only_where_visible() {
     assert!(seen.contains(&own_id), "the organization sees its own service");
     let (_, managed) = stack.call_json(&editor, Method::GET, "/embedding-endpoints", None).await;
     let mine = managed["embedding_endpoints"].as_array().expect("list").iter().find(|e| e["id"] == own_id.as_str());
-    assert_eq!(mine.expect("listed")["base_url"], "http://10.0.0.5:8080/v1", "{managed}");
+    assert_eq!(mine.expect("listed")["base_url"], address, "{managed}");
     let (_, unseen) = stack.call_json(&outsider, Method::GET, "/embedding-endpoints", None).await;
     let unseen_list = unseen["embedding_endpoints"].as_array().expect("list");
     assert!(!listed_ids(&unseen, "embedding_endpoints").contains(&own_id));

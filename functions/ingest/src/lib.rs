@@ -43,6 +43,7 @@ impl State {
 
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
+        sluice_embed::network::NetworkPolicy::from_env()?;
         sluice_embed::in_process::ensure_available()?;
         let sdk = sluice_blob::sdk_config().await;
         let db = Db::from_env(&sdk, 4).await?;

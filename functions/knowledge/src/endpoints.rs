@@ -52,10 +52,13 @@ pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result
         None => return Err(invalid("provider", format!("{provider:?} is not in the embedding catalog"))),
     }
     let base_url = fields::required_text(&body, "base_url")?;
-    match reqwest::Url::parse(&base_url) {
-        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some() => {}
-        _ => return Err(invalid("base_url", "base_url must be an http(s) URL")),
-    }
+    // Resolved now, and again at every connection: a name that leads inward is refused.
+    state
+        .endpoint_policy
+        .networks
+        .check_resolved(&base_url)
+        .await
+        .map_err(|why| invalid("base_url", format!("base_url must be a reachable http(s) address: {why}")))?;
     let org_id = match fields::required_text(&body, "scope")?.as_str() {
         "app" if caller.app_admin => None,
         "app" => return Err(invalid("scope", "only the app admin registers deployment-wide services")),

@@ -19,6 +19,9 @@ pub struct Target {
 /// service takes seconds, a hosted provider well under this.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The most of a refusal's body that is read (for the log).
+const ERROR_BODY_CAP: usize = 16 << 10;
+
 /// How hard to try.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
@@ -139,7 +142,15 @@ pub async fn embed(
         return crate::in_process::embed(model, target, texts).await;
     }
     let url = format!("{}/embeddings", target.base_url.trim_end_matches('/'));
+    if let Err(why) = crate::network::NetworkPolicy::current().check_url(&url) {
+        // Told apart from nothing else: a refused address reads as one that did not answer.
+        tracing::warn!(why, "embedding address refused");
+        return Err(EmbedError::Unreachable);
+    }
     let body = serde_json::json!({"model": target.model, "input": texts});
+    // Room for every vector written out in full, and a margin; an answer beyond it is no
+    // answer to this request.
+    let cap = (1 << 20) + texts.len() * target.dimensions.max(1) * 32;
     let mut delay = policy.first_delay;
     let mut last = EmbedError::Unreachable;
     for attempt in 1..=policy.attempts.max(1) {
@@ -149,14 +160,16 @@ pub async fn embed(
         }
         let wait = match request.send().await {
             Ok(answer) if answer.status().is_success() => {
-                let answer: Answer = answer.json().await.map_err(|_| EmbedError::Malformed)?;
+                let body = crate::read_capped(answer, cap).await.ok_or(EmbedError::Malformed)?;
+                let answer: Answer = serde_json::from_slice(&body).map_err(|_| EmbedError::Malformed)?;
                 return order(answer, texts.len(), target.dimensions);
             }
             Ok(answer) => {
                 let status = answer.status().as_u16();
                 let asked = retry_after(answer.headers());
-                // The body is the provider's own words: logged, never stored or answered.
-                let text = answer.text().await.unwrap_or_default();
+                // The body is the provider's own words: logged (its start), never stored or answered.
+                let text = crate::read_capped(answer, ERROR_BODY_CAP).await.unwrap_or_default();
+                let text = String::from_utf8_lossy(&text);
                 tracing::warn!(status, attempt, body = %text.chars().take(500).collect::<String>(), "embedding request failed");
                 last = match status {
                     401 | 403 => return Err(EmbedError::CredentialRefused(status)),
