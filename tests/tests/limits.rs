@@ -62,3 +62,32 @@ async fn a_presigned_filename_is_held_to_255_characters() {
     assert_eq!(status, 400, "{refused}");
     assert!(refused["error"]["details"]["fields"]["filename"].is_string(), "{refused}");
 }
+
+#[tokio::test]
+async fn a_message_is_named_by_one_canonical_uuid_only() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let id = Uuid::new_v4();
+    let file = json!({"file_ids": [Uuid::new_v4()]});
+    for message in [
+        id.simple().to_string(),
+        format!("{{{id}}}"),
+        format!("urn:uuid:{id}"),
+        format!("{id}{}", "0".repeat(300)),
+        "not-a-message".to_owned(),
+    ] {
+        let path = format!("/messages/{}/attachments", braces_escaped(&message));
+        let (status, refused) = stack.call_json(&user, Method::POST, &path, Some(file.clone())).await;
+        assert_eq!(status, 400, "{message}: {refused}");
+        assert!(refused["error"]["details"]["fields"]["message_id"].is_string(), "{message}: {refused}");
+    }
+    // The canonical form reaches the files check (the file is not the caller's to link).
+    let (status, answer) =
+        stack.call_json(&user, Method::POST, &format!("/messages/{id}/attachments"), Some(file)).await;
+    assert_ne!(status, 400, "{answer}");
+}
+
+/// Braces and colons as a client would send them in a path.
+fn braces_escaped(segment: &str) -> String {
+    segment.replace('{', "%7B").replace('}', "%7D")
+}

@@ -190,9 +190,7 @@ pub async fn delete(state: &AppState, caller: &Caller, id: Uuid) -> Result<Respo
     let blob = state.blob.clone();
     let deleted = state.db.delete_chat_file(id, caller.user_id, async |key: &str| blob.delete(key).await).await?;
     match deleted {
-        Ok(true) => {
-            Ok(Response::builder().status(204).body(Body::Empty).unwrap_or_else(|_| Response::new(Body::Empty)))
-        }
+        Ok(true) => Ok(sluice_web::no_content()),
         Ok(false) => Err(UploadError::NotFound("file")),
         Err(blob_error) => Err(UploadError::Blob(blob_error)),
     }
@@ -211,8 +209,12 @@ pub async fn link(
     message_id: &str,
     request: &Request,
 ) -> Result<Response<Body>, UploadError> {
-    let message_id =
-        Uuid::parse_str(message_id).map_err(|_| UploadError::invalid("message_id", "the message id must be a UUID"))?;
+    // Only the hyphenated form (36 characters): the braced, URN and bare forms `Uuid` also
+    // reads would let one message be named many ways.
+    let message_id = Some(message_id)
+        .filter(|id| id.len() == 36)
+        .and_then(|id| Uuid::parse_str(id).ok())
+        .ok_or_else(|| UploadError::invalid("message_id", "the message id must be a UUID (8-4-4-4-12 hex digits)"))?;
     let body: LinkRequest = serde_json::from_slice(body_bytes(request))
         .map_err(|_| UploadError::invalid("file_ids", "send a JSON object {\"file_ids\": [\"<uuid>\", ...]}"))?;
     if body.file_ids.is_empty() {

@@ -53,6 +53,21 @@ fn function_for(method: &str, path: &str) -> Option<Function> {
     }
 }
 
+/// The address the door may listen on: loopback only. Its identity provider signs a token for
+/// anyone who can run `sluice token` on this machine, and the emulator's credentials are
+/// well known; on any other interface they would be everyone's.
+pub fn loopback_only(addr: &str) -> Result<SocketAddr, String> {
+    let parsed: SocketAddr =
+        addr.parse().map_err(|_| format!("SLUICE_API_ADDR={addr:?} is not an address and port (127.0.0.1:3000)"))?;
+    if !parsed.ip().is_loopback() {
+        return Err(format!(
+            "SLUICE_API_ADDR={addr} is not a loopback address: sluice-local serves a development identity \
+             provider and emulator credentials, so it listens on 127.0.0.1 or ::1 only"
+        ));
+    }
+    Ok(parsed)
+}
+
 /// Serves until the process ends.
 pub async fn serve(listener: TcpListener, door: Arc<Door>) -> std::io::Result<()> {
     loop {
@@ -208,6 +223,16 @@ fn into_hyper(response: lambda_http::Response<lambda_http::Body>) -> Response<Fu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_door_listens_on_loopback_only() {
+        for ok in ["127.0.0.1:3000", "127.0.0.2:0", "[::1]:3000"] {
+            assert!(loopback_only(ok).is_ok(), "{ok}");
+        }
+        for refused in ["0.0.0.0:3000", "[::]:3000", "192.168.1.5:3000", "10.0.0.1:80", "localhost:3000", "3000"] {
+            assert!(loopback_only(refused).is_err(), "{refused}");
+        }
+    }
 
     #[test]
     fn paths_map_to_their_function() {

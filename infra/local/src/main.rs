@@ -20,6 +20,8 @@ fn main() -> Result<(), Error> {
 #[tokio::main]
 async fn serve() -> Result<(), Error> {
     sluice_web::init_tracing();
+    let addr = std::env::var("SLUICE_API_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
+    let addr = sluice_local::door::loopback_only(&addr)?;
     // The upload and parse functions refuse to start without PDFium and OCR; so does their host.
     sluice_formats::pdf::ensure_available()?;
     sluice_ocr::ensure_installed()?;
@@ -122,9 +124,8 @@ async fn serve() -> Result<(), Error> {
         authorizer: issuer.authorizer(),
         issuer,
     };
-    let addr = std::env::var("SLUICE_API_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
-    let listener = tokio::net::TcpListener::bind(&addr).await?;
-    tracing::info!(addr, bucket, kms_key = key, "sluice-local is serving");
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(%addr, bucket, kms_key = key, "sluice-local is serving");
     sluice_local::door::serve(listener, Arc::new(door)).await?;
     Ok(())
 }
