@@ -279,6 +279,15 @@ impl Stack {
     /// The sweep as the stack runs it: its key and its queues, as the local runner finds
     /// them; thresholds from the environment, for the caller to move.
     pub async fn sweep_state(&self) -> sluice_sweep::State {
+        let config = self.config().await;
+        let db = self.store(2).await;
+        let blob = sluice_blob::Blob::new(self.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
+        sluice_sweep::State::new(config, db, blob, self.sqs.clone())
+    }
+
+    /// The functions' configuration as the stack gives it: its key, its queues, and the
+    /// rest from the environment.
+    pub async fn config(&self) -> sluice_domain::Config {
         let key = self.kms_key_arn().await;
         let mut queues = std::collections::HashMap::new();
         for (variable, name) in [
@@ -289,14 +298,11 @@ impl Stack {
             let url = self.sqs.get_queue_url().queue_name(name).send().await.expect("queue").queue_url;
             queues.insert(variable, url.expect("url"));
         }
-        let config = sluice_domain::Config::from_lookup(|name| match name {
+        sluice_domain::Config::from_lookup(|name| match name {
             "SLUICE_KMS_KEY_ID" => Some(key.clone()),
             other => queues.get(other).cloned().or_else(|| std::env::var(other).ok()),
         })
-        .expect("config");
-        let db = self.store(2).await;
-        let blob = sluice_blob::Blob::new(self.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
-        sluice_sweep::State::new(config, db, blob, self.sqs.clone())
+        .expect("config")
     }
 
     /// A connection as the administrator (over TLS), for a test that looks behind the
