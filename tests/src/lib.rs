@@ -246,6 +246,22 @@ impl Stack {
         response.json().await.expect("json")
     }
 
+    /// Waits until a base reports `complete` (nothing processing); its ingestion counts.
+    /// Fails after 90 seconds.
+    pub async fn indexed(&self, user: &User, kb_id: &str) -> serde_json::Value {
+        let started = std::time::Instant::now();
+        loop {
+            let path = format!("/kb/{kb_id}/ingestion");
+            let (status, answer) = self.call_json(user, reqwest::Method::GET, &path, None).await;
+            assert_eq!(status, 200, "{answer}");
+            if answer["indexing_status"] == "complete" {
+                return answer;
+            }
+            assert!(started.elapsed() < std::time::Duration::from_secs(90), "still indexing: {answer}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
     /// Writes an object as a stray would land: plain bytes, no row, no encryption asked.
     pub async fn put_plain(&self, key: &str, bytes: &[u8]) {
         self.s3.put_object().bucket(&self.bucket).key(key).body(bytes.to_vec().into()).send().await.expect("put");

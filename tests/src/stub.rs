@@ -12,11 +12,19 @@ pub struct Scripted {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: String,
+    /// How long the answer is held back (a slow provider).
+    pub delay: std::time::Duration,
 }
 
 impl Scripted {
     pub fn status(status: u16, body: &str) -> Self {
-        Self { status, headers: Vec::new(), body: body.to_owned() }
+        Self { status, headers: Vec::new(), body: body.to_owned(), delay: std::time::Duration::ZERO }
+    }
+
+    /// The same answer, held back `delay`.
+    pub fn after(mut self, delay: std::time::Duration) -> Self {
+        self.delay = delay;
+        self
     }
 
     pub fn header(mut self, name: &str, value: &str) -> Self {
@@ -72,8 +80,13 @@ impl StubProvider {
                         .ok()
                         .and_then(|v| v["input"].as_array().map(Vec::len))
                         .unwrap_or(1);
-                    answer = Scripted { headers: answer.headers, ..Scripted::vectors(inputs, dimensions) };
+                    answer = Scripted {
+                        headers: answer.headers,
+                        delay: answer.delay,
+                        ..Scripted::vectors(inputs, dimensions)
+                    };
                 }
+                tokio::time::sleep(answer.delay).await;
                 let mut head = format!(
                     "HTTP/1.1 {} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
                     answer.status,

@@ -38,16 +38,7 @@ async fn upload(stack: &Stack, user: &User, path: &str, form: reqwest::multipart
 
 /// Waits until the base reports `complete`; its ingestion counts.
 async fn settled(stack: &Stack, user: &User, kb_id: &str) -> Value {
-    let started = Instant::now();
-    loop {
-        let (status, answer) = stack.call_json(user, Method::GET, &format!("/kb/{kb_id}/ingestion"), None).await;
-        assert_eq!(status, 200, "{answer}");
-        if answer["indexing_status"] == "complete" {
-            return answer;
-        }
-        assert!(started.elapsed() < Duration::from_secs(90), "still indexing: {answer}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    stack.indexed(user, kb_id).await
 }
 
 #[tokio::test]

@@ -15,4 +15,6 @@ pub enum IngestError {
     Key(#[from] sluice_embed::credentials::ResolveError),
     #[error("embedding failed for now: {0}")]
     Embed(#[from] sluice_embed::client::EmbedError),
+    #[error("the queue did not take the job back: {0}")]
+    Requeue(#[from] sluice_queue::jobs::DispatchError),
 }

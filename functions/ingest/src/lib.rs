@@ -1,10 +1,17 @@
 //! The `ingest` function: for each document job, chunk the parsed text under the
 //! document's chunking, embed the chunks in batches through the collection's provider with
-//! its resolved key, and write them with the completed row in one transaction that holds
-//! the base's row. A document's own failure is recorded on its row as `stage: Type: advice`
-//! and acknowledged; a failure that may pass later is retried by SQS until the last
-//! delivery (`SLUICE_INGEST_MAX_RECEIVES`), where it is recorded instead, so no document is
-//! left `processing`.
+//! its resolved key, staging each batch as it comes back (memory stays flat in the
+//! document's size), then publish them with the completed row in one transaction that holds
+//! the base's row (the document becomes searchable whole). A document's own failure is
+//! recorded on its row as `stage: Type: advice` and acknowledged; a failure that may pass
+//! later is retried by SQS until the last delivery (`SLUICE_INGEST_MAX_RECEIVES`), where it
+//! is recorded instead, so no document is left `processing`; a redelivery resumes after
+//! the chunks already staged.
+//!
+//! Bounds: at most `SLUICE_MAX_CHUNKS_PER_DOCUMENT` chunks (counted before anything is
+//! embedded), `SLUICE_DOCUMENT_EMBED_SECS` of embedding a document, and fairness between
+//! tenants: a tenant with `SLUICE_INGEST_FAIR_SHARE` documents ingesting lets another
+//! tenant's waiting document go first, by sending its job to the back of the queue.
 
 mod error;
 
@@ -17,12 +24,24 @@ use sluice_domain::ingestion::IngestionConfig;
 use sluice_embed::client::{RetryPolicy, Target, embed};
 use sluice_embed::credentials::target_for;
 use sluice_queue::SqsBatchResponse;
-use sluice_queue::jobs::{DocumentJob, receive_count};
-use sluice_store::{ChunkRow, Db, Document, KnowledgeBase, WriteOutcome};
+use sluice_queue::jobs::{Dispatcher, DocumentJob, receive_count};
+use sluice_store::{ChunkRow, Db, Document, IngestTurn, KnowledgeBase, WriteOutcome};
 use sluice_vault::Vault;
+use std::time::{Duration, Instant};
 
-/// Chunks sent to the provider per request.
+/// Chunks sent to the provider per request, and staged per transaction.
 pub const EMBED_BATCH: usize = 64;
+
+/// How many times one document lets other tenants go first before it takes its turn
+/// regardless (their documents may be stuck; its tenant must still move).
+pub const MAX_YIELDS: u32 = 30;
+
+/// How long a yielded job waits before it is delivered again.
+const YIELD_DELAY_SECS: i32 = 1;
+
+/// How long a document counts as ingesting after it started: the function's own timeout,
+/// after which a started attempt is dead.
+const INGEST_LEASE: Duration = Duration::from_secs(900);
 
 /// Everything a batch needs, built once per cold start.
 #[derive(Debug, Clone)]
@@ -33,12 +52,15 @@ pub struct State {
     pub vault: Vault,
     pub http: reqwest::Client,
     pub retry: RetryPolicy,
+    /// Sends a yielded job back to the ingest queue.
+    pub dispatcher: Dispatcher,
 }
 
 impl State {
-    pub fn new(config: Config, db: Db, blob: Blob, kms: aws_sdk_kms::Client) -> Self {
+    pub fn new(config: Config, db: Db, blob: Blob, kms: aws_sdk_kms::Client, sqs: aws_sdk_sqs::Client) -> Self {
         let vault = Vault::new(kms, config.kms_key_id.clone());
-        Self { config, db, blob, vault, http: sluice_embed::http_client(), retry: retry_policy_from_env() }
+        let dispatcher = Dispatcher::new(sqs, config.job_routes());
+        Self { config, db, blob, vault, http: sluice_embed::http_client(), retry: retry_policy_from_env(), dispatcher }
     }
 
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
@@ -48,7 +70,7 @@ impl State {
         let sdk = sluice_blob::sdk_config().await;
         let db = Db::from_env(&sdk, 4).await?;
         let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
-        Ok(Self::new(config, db, blob, aws_sdk_kms::Client::new(&sdk)))
+        Ok(Self::new(config, db, blob, aws_sdk_kms::Client::new(&sdk), aws_sdk_sqs::Client::new(&sdk)))
     }
 }
 
@@ -99,7 +121,18 @@ pub async fn ingest(state: &State, job: DocumentJob, deliveries: u32) -> Result<
     if document.status != "processing" {
         return Ok(());
     }
-    state.db.touch_document(document.id).await?;
+    let fair_share = if job.yields < MAX_YIELDS { state.config.ingest_fair_share } else { u32::MAX };
+    match state.db.take_ingest_turn(document.id, fair_share, INGEST_LEASE).await? {
+        IngestTurn::Go => {}
+        IngestTurn::NotProcessing => return Ok(()),
+        IngestTurn::Yield => {
+            // To the back of the queue; this delivery is done (it counts against nothing).
+            let again = serde_json::json!({"document_id": document.id, "yields": job.yields + 1});
+            state.dispatcher.send_later("ingest", &again, YIELD_DELAY_SECS).await?;
+            tracing::info!(id = %document.id, yields = job.yields + 1, "another tenant's document goes first");
+            return Ok(());
+        }
+    }
     let last_delivery = deliveries >= state.config.ingest_max_receives;
     match attempt(state, &document).await {
         Ok(()) => Ok(()),
@@ -156,29 +189,60 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
         tracing::warn!(id = %document.id, chars = oversize.text.chars().count(), size = config.chunk_size,
             "a piece with no separator left is over chunk_size; kept whole");
     }
+    if chunks.len() > state.config.max_chunks_per_document {
+        return Err(Attempt::Failed(failure(
+            "ingest",
+            "TooManyChunks",
+            &format!(
+                "the document makes {} chunks at chunk_size {}, more than this deployment's {}; raise the base's \
+                 chunk_size or split the document, then retry it",
+                chunks.len(),
+                config.chunk_size,
+                state.config.max_chunks_per_document
+            ),
+        )));
+    }
     let target = target(state, &base).await?;
-    let mut rows = Vec::with_capacity(chunks.len());
-    for batch in chunks.chunks(EMBED_BATCH) {
+    let deadline = Instant::now() + state.config.document_embed_time_limit;
+    // A redelivery resumes after what an earlier attempt staged: those chunks are paid for.
+    let staged = state.db.staged_chunks(document.id).await?.min(chunks.len());
+    for (n, batch) in chunks[staged..].chunks(EMBED_BATCH).enumerate() {
+        let first = staged + n * EMBED_BATCH;
         let texts: Vec<String> = batch.iter().map(|c| c.text.clone()).collect();
-        let vectors = match embed(&state.http, &target, &texts, state.retry).await {
-            Ok(vectors) => vectors,
-            Err(error) if error.is_transient() => return Err(Attempt::Transient(error.into())),
-            Err(error) => return Err(Attempt::Failed(failure("embed", error.type_name(), error.advice()))),
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let vectors = match tokio::time::timeout(remaining, embed(&state.http, &target, &texts, state.retry)).await {
+            Err(_) => {
+                let advice = format!(
+                    "embedding the document took longer than {} s (the service answered too slowly); retry it later",
+                    state.config.document_embed_time_limit.as_secs()
+                );
+                return Err(Attempt::Failed(failure("embed", "TimeBudgetExceeded", &advice)));
+            }
+            Ok(Ok(vectors)) => vectors,
+            Ok(Err(error)) if error.is_transient() => return Err(Attempt::Transient(error.into())),
+            Ok(Err(error)) => return Err(Attempt::Failed(failure("embed", error.type_name(), error.advice()))),
         };
-        for (piece, embedding) in batch.iter().zip(vectors) {
-            rows.push(ChunkRow {
-                chunk_index: i32::try_from(rows.len()).unwrap_or(i32::MAX),
+        let rows: Vec<ChunkRow> = batch
+            .iter()
+            .zip(vectors)
+            .enumerate()
+            .map(|(i, (piece, embedding))| ChunkRow {
+                chunk_index: i32::try_from(first + i).unwrap_or(i32::MAX),
                 content: piece.text.replace('\0', ""),
                 content_hash: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(piece.text.as_bytes())),
                 metadata: chunk_metadata(piece.start, piece.end, &document.ocr_spans),
                 embedding,
-            });
+            })
+            .collect();
+        if state.db.stage_chunks(document, &rows).await?.is_none() {
+            tracing::info!(id = %document.id, "document deleted or finished while embedding; nothing published");
+            return Ok(());
         }
     }
     let stopped = state.db.ensure_base_table(base.id, &base.collection_name, base.embedding_dim).await?;
     let outcome = match stopped {
         Some(outcome) => outcome,
-        None => state.db.write_chunks(document, &rows).await?,
+        None => state.db.publish_chunks(document).await?,
     };
     match outcome {
         WriteOutcome::Written { chunks, retired, removal } => {

@@ -81,7 +81,8 @@ async fn serve() -> Result<(), Error> {
         let parse = parse.clone();
         async move { sluice_parse::handle(&parse, event).await }
     }));
-    let ingest = Arc::new(sluice_ingest::State::new(config.clone(), vector_db.clone(), blob.clone(), kms.clone()));
+    let ingest =
+        Arc::new(sluice_ingest::State::new(config.clone(), vector_db.clone(), blob.clone(), kms.clone(), sqs.clone()));
     let ingest_source = sluice_local::pollers::Source {
         queue_arn: sluice_local::resources::queue_arn(&sqs, &ingest_queue_url).await?,
         queue_url: ingest_queue_url,

@@ -47,6 +47,15 @@ pub struct Config {
     /// `SLUICE_INGEST_MAX_RECEIVES`: the delivery on which a failure that might pass later
     /// is recorded instead of retried (the ingest queue's `maxReceiveCount`).
     pub ingest_max_receives: u32,
+    /// `SLUICE_MAX_CHUNKS_PER_DOCUMENT`: the most chunks one document may make; more is
+    /// recorded as the document's failure before anything is embedded.
+    pub max_chunks_per_document: usize,
+    /// `SLUICE_DOCUMENT_EMBED_SECS`: how long embedding one document may take, retries and
+    /// slow answers included, before it is recorded as failed and its slot freed.
+    pub document_embed_time_limit: std::time::Duration,
+    /// `SLUICE_INGEST_FAIR_SHARE`: how many of one tenant's documents may be ingesting at
+    /// once while another tenant's document waits for its first turn.
+    pub ingest_fair_share: u32,
 }
 
 /// The multipart framing allowed on top of the larger upload ceiling.
@@ -73,6 +82,14 @@ pub const DEFAULT_DOCUMENT_TEXT_MAX_CHARS: usize = 5_000_000;
 /// Default `SLUICE_DOCUMENT_PARSE_SECS`: four minutes, so a parse batch (two at a time) fits
 /// the parse function's fifteen; OCR reads about a page a second a core.
 pub const DEFAULT_DOCUMENT_PARSE_SECS: u64 = 240;
+
+/// Default `SLUICE_MAX_CHUNKS_PER_DOCUMENT`: the longest document (five million characters)
+/// cut at 250 characters a chunk; a finer cut of a book is a mistake worth naming.
+pub const DEFAULT_MAX_CHUNKS_PER_DOCUMENT: u64 = 20_000;
+
+/// Default `SLUICE_DOCUMENT_EMBED_SECS`: ten minutes, inside the ingest function's fifteen
+/// with room to write.
+pub const DEFAULT_DOCUMENT_EMBED_SECS: u64 = 600;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -124,6 +141,12 @@ impl Config {
                 number("SLUICE_DOCUMENT_PARSE_SECS", DEFAULT_DOCUMENT_PARSE_SECS)?.clamp(5, 840),
             ),
             chat_ocr_max_pages: number("CHAT_OCR_MAX_PAGES", 3)?.min(1000) as u32,
+            max_chunks_per_document: number("SLUICE_MAX_CHUNKS_PER_DOCUMENT", DEFAULT_MAX_CHUNKS_PER_DOCUMENT)?
+                .clamp(1, 1_000_000) as usize,
+            document_embed_time_limit: std::time::Duration::from_secs(
+                number("SLUICE_DOCUMENT_EMBED_SECS", DEFAULT_DOCUMENT_EMBED_SECS)?.clamp(1, 840),
+            ),
+            ingest_fair_share: number("SLUICE_INGEST_FAIR_SHARE", 1)?.clamp(1, 1000) as u32,
         })
     }
 

@@ -11,6 +11,9 @@ pub const DEFAULT_CHUNK_SIZE: u32 = 2500;
 pub const DEFAULT_CHUNK_OVERLAP: u32 = 200;
 /// A chunk is embedded whole; beyond this no embedding model reads it anyway.
 pub const MAX_CHUNK_SIZE: u32 = 100_000;
+/// The strategies cut by characters: below a short paragraph a chunk carries no meaning of
+/// its own, and a document cut finer makes chunks by the million.
+pub const MIN_CHUNK_SIZE: u32 = 100;
 pub const DEFAULT_OCR_DPI: u32 = 150;
 pub const OCR_DPI_RANGE: std::ops::RangeInclusive<u32> = 72..=400;
 pub const DEFAULT_MAX_PAGES: u32 = 1000;
@@ -113,8 +116,11 @@ impl IngestionConfig {
     }
 
     pub fn validate(&self) -> Result<(), IngestionConfigError> {
-        if self.chunk_size == 0 || self.chunk_size > MAX_CHUNK_SIZE {
-            return Err(IngestionConfigError::one("chunk_size", format!("must be between 1 and {MAX_CHUNK_SIZE}")));
+        if !(MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&self.chunk_size) {
+            return Err(IngestionConfigError::one(
+                "chunk_size",
+                format!("must be between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} characters"),
+            ));
         }
         if !OCR_DPI_RANGE.contains(&self.ocr_dpi) {
             return Err(IngestionConfigError::one(
@@ -189,6 +195,13 @@ mod tests {
         assert_eq!(fields, ["ingestion_config", "ingestion_config.chunk_overlap", "ingestion_config.chunk_size"]);
         let refused = IngestionConfig::merged(base.clone(), &json!({"chunk_size": -1})).expect_err("own");
         assert_eq!(refused.fields[0].0, "ingestion_config.chunk_size");
+        for below_the_floor in [1, 99] {
+            let refused =
+                IngestionConfig::merged(base.clone(), &json!({"chunk_size": below_the_floor, "chunk_overlap": 0}))
+                    .expect_err("floor");
+            assert_eq!(refused.fields[0].0, "ingestion_config.chunk_size", "{below_the_floor}");
+        }
+        assert!(IngestionConfig::merged(base.clone(), &json!({"chunk_size": 100, "chunk_overlap": 0})).is_ok());
         let refused =
             IngestionConfig::merged(base.clone(), &json!({"chunking_strategy": "semantic"})).expect_err("strategy");
         assert_eq!(refused.fields[0].0, "ingestion_config.chunking_strategy");

@@ -9,6 +9,13 @@ use uuid::Uuid;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DocumentJob {
     pub document_id: Uuid,
+    /// How many times ingest has let another tenant's document go first with this one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub yields: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The topics and the queues they go to.
@@ -71,14 +78,23 @@ impl Dispatcher {
 
     /// Sends `payload` to the queue of `topic`.
     pub async fn send(&self, topic: &str, payload: &serde_json::Value) -> Result<(), DispatchError> {
+        self.send_later(topic, payload, 0).await
+    }
+
+    /// Sends `payload` to the queue of `topic`, delivered no sooner than `delay_secs` from now
+    /// (at most SQS's 900).
+    pub async fn send_later(
+        &self,
+        topic: &str,
+        payload: &serde_json::Value,
+        delay_secs: i32,
+    ) -> Result<(), DispatchError> {
         let url = self.queue_of(topic)?;
-        self.sqs
-            .send_message()
-            .queue_url(url)
-            .message_body(payload.to_string())
-            .send()
-            .await
-            .map_err(|e| DispatchError::Send(Box::new(e)))?;
+        let mut request = self.sqs.send_message().queue_url(url).message_body(payload.to_string());
+        if delay_secs > 0 {
+            request = request.delay_seconds(delay_secs.min(900));
+        }
+        request.send().await.map_err(|e| DispatchError::Send(Box::new(e)))?;
         Ok(())
     }
 }

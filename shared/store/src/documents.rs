@@ -163,6 +163,16 @@ pub enum WriteOutcome {
     Reserved,
 }
 
+/// Whether ingest may take a document up now (`Db::take_ingest_turn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IngestTurn {
+    Go,
+    /// Its tenant has its share ingesting while another tenant waits: let that one go first.
+    Yield,
+    /// Deleted, done or failed meanwhile.
+    NotProcessing,
+}
+
 /// The outbox topic the parse function consumes for documents.
 pub const PARSE_DOCUMENT_TOPIC: &str = "parse-document";
 
@@ -331,16 +341,47 @@ impl Db {
         Ok(updated == 1)
     }
 
-    /// Marks an attempt at a document as live now (ingest taking it up).
-    pub async fn touch_document(&self, id: Uuid) -> Result<(), StoreError> {
+    /// Ingest's turn for a document still `processing`: it yields when its tenant (its
+    /// organization, else its owner) already has `fair_share` other documents ingesting
+    /// (started within `lease`) while another tenant has a parsed document that has not
+    /// started; a document already started never yields. Taking the turn marks the attempt
+    /// live now and the ingest as started.
+    pub async fn take_ingest_turn(
+        &self,
+        id: Uuid,
+        fair_share: u32,
+        lease: std::time::Duration,
+    ) -> Result<IngestTurn, StoreError> {
         let client = self.client().await?;
-        client
-            .execute(
-                "UPDATE rag_documents SET attempt_started_at = now() WHERE id = $1 AND status = 'processing'",
-                &[&id],
+        let row = client
+            .query_opt(
+                "WITH me AS (SELECT id, COALESCE(org_id, owner_id) AS tenant, ingest_started_at FROM rag_documents \
+                     WHERE id = $1 AND status = 'processing') \
+                 SELECT me.ingest_started_at IS NULL \
+                   AND (SELECT count(*) FROM rag_documents d WHERE d.status = 'processing' AND d.id <> me.id \
+                        AND COALESCE(d.org_id, d.owner_id) IS NOT DISTINCT FROM me.tenant \
+                        AND d.ingest_started_at > now() - make_interval(secs => $3)) >= $2 \
+                   AND EXISTS (SELECT 1 FROM rag_documents d WHERE d.status = 'processing' \
+                        AND d.parsed_path IS NOT NULL AND d.ingest_started_at IS NULL \
+                        AND COALESCE(d.org_id, d.owner_id) IS DISTINCT FROM me.tenant) \
+                 FROM me",
+                &[&id, &i64::from(fair_share), &lease.as_secs_f64()],
             )
             .await?;
-        Ok(())
+        match row.map(|r| r.get::<_, bool>(0)) {
+            None => Ok(IngestTurn::NotProcessing),
+            Some(true) => Ok(IngestTurn::Yield),
+            Some(false) => {
+                client
+                    .execute(
+                        "UPDATE rag_documents SET attempt_started_at = now(), \
+                         ingest_started_at = COALESCE(ingest_started_at, now()) WHERE id = $1 AND status = 'processing'",
+                        &[&id],
+                    )
+                    .await?;
+                Ok(IngestTurn::Go)
+            }
+        }
     }
 
     /// Fails documents `processing` whose attempt began more than `older_than` ago and
@@ -368,7 +409,8 @@ impl Db {
         let changed: i64 = client
             .query_one(
                 "WITH failed AS (UPDATE rag_documents SET status = 'error', error_message = $2, completed_at = now() \
-                     WHERE id = $1 AND status = 'processing' RETURNING sync_run_id, source_path), \
+                     WHERE id = $1 AND status = 'processing' RETURNING id, sync_run_id, source_path), \
+                 unstaged AS (DELETE FROM rag_chunk_staging WHERE document_id IN (SELECT id FROM failed)), \
                  counted AS (UPDATE sync_logs s SET failed = failed + 1, pending = greatest(pending - 1, 0), \
                      failures = CASE WHEN jsonb_array_length(failures) < $3 \
                          THEN failures || jsonb_build_array(jsonb_build_object('key', f.source_path, 'error', $2::text)) \
@@ -385,11 +427,57 @@ impl Db {
         Ok(changed == 1)
     }
 
-    /// Writes a document's chunks and completes its row, all or nothing, in one transaction
-    /// that holds the base's row (a delete of the base waits for it, or it finds the base
-    /// gone) and the document's row (likewise). Chunks an earlier attempt wrote are replaced,
-    /// so a redelivered message never duplicates a chunk. The table must exist.
-    pub async fn write_chunks(&self, doc: &Document, chunks: &[ChunkRow]) -> Result<WriteOutcome, StoreError> {
+    /// How many of a document's chunks are staged (a prefix from index 0: batches are staged
+    /// in order, each in one transaction), so a redelivery resumes after them.
+    pub async fn staged_chunks(&self, document_id: Uuid) -> Result<usize, StoreError> {
+        let client = self.client().await?;
+        let count: i64 = client
+            .query_one("SELECT count(*) FROM rag_chunk_staging WHERE document_id = $1", &[&document_id])
+            .await?
+            .get(0);
+        Ok(usize::try_from(count).unwrap_or_default())
+    }
+
+    /// Stages one batch of a document's embedded chunks (binary `COPY`), invisible to search
+    /// until `publish_chunks`. `None` when the document is gone or no longer processing:
+    /// nothing is staged, and the caller stops.
+    pub async fn stage_chunks(&self, doc: &Document, chunks: &[ChunkRow]) -> Result<Option<usize>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let processing = tx
+            .query_opt("SELECT 1 FROM rag_documents WHERE id = $1 AND status = 'processing' FOR SHARE", &[&doc.id])
+            .await?;
+        if processing.is_none() {
+            return Ok(None);
+        }
+        let vector_type = tx.prepare("SELECT $1::vector").await?.params()[0].clone();
+        let sink = tx
+            .copy_in(
+                "COPY rag_chunk_staging (document_id, chunk_index, content, metadata, content_hash, embedding) \
+                 FROM STDIN BINARY",
+            )
+            .await?;
+        let types = [Type::UUID, Type::INT4, Type::TEXT, Type::JSONB, Type::TEXT, vector_type];
+        let writer = BinaryCopyInWriter::new(sink, &types);
+        futures_util::pin_mut!(writer);
+        for chunk in chunks {
+            let embedding = pgvector::Vector::from(chunk.embedding.clone());
+            writer
+                .as_mut()
+                .write(&[&doc.id, &chunk.chunk_index, &chunk.content, &chunk.metadata, &chunk.content_hash, &embedding])
+                .await?;
+        }
+        let staged = writer.finish().await?;
+        tx.commit().await?;
+        Ok(Some(usize::try_from(staged).unwrap_or(usize::MAX)))
+    }
+
+    /// Moves a document's staged chunks into its collection's vector table and completes its
+    /// row, all or nothing, in one transaction that holds the base's row (a delete of the
+    /// base waits for it, or it finds the base gone) and the document's row (likewise): the
+    /// document becomes searchable whole, never in part. Chunks an earlier attempt published
+    /// are replaced, so a redelivered message never duplicates a chunk. The table must exist.
+    pub async fn publish_chunks(&self, doc: &Document) -> Result<WriteOutcome, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         if tx.query_opt("SELECT 1 FROM knowledge_bases WHERE id = $1 FOR SHARE", &[&doc.kb_id]).await?.is_none() {
@@ -412,56 +500,28 @@ impl Db {
         }
         let table = vector_table(&doc.collection_name);
         tx.execute(&format!("DELETE FROM {table} WHERE document_id = $1"), &[&doc.id]).await?;
-        let vector_type = tx.prepare("SELECT $1::vector").await?.params()[0].clone();
-        let sink = tx
-            .copy_in(&format!(
-                "COPY {table} (id, kb_id, org_id, document_id, chunk_index, content, metadata, source, document_type, \
-                 organizational_unit, document_date, source_path, filename, content_hash, embedding) FROM STDIN BINARY"
-            ))
-            .await?;
-        let types = [
-            Type::UUID,
-            Type::UUID,
-            Type::UUID,
-            Type::UUID,
-            Type::INT4,
-            Type::TEXT,
-            Type::JSONB,
-            Type::TEXT,
-            Type::TEXT,
-            Type::TEXT,
-            Type::DATE,
-            Type::TEXT,
-            Type::TEXT,
-            Type::TEXT,
-            vector_type,
-        ];
-        let writer = BinaryCopyInWriter::new(sink, &types);
-        futures_util::pin_mut!(writer);
-        for chunk in chunks {
-            let embedding = pgvector::Vector::from(chunk.embedding.clone());
-            writer
-                .as_mut()
-                .write(&[
-                    &Uuid::new_v4(),
+        let written = tx
+            .execute(
+                &format!(
+                    "INSERT INTO {table} (id, kb_id, org_id, document_id, chunk_index, content, metadata, source, \
+                     document_type, organizational_unit, document_date, source_path, filename, content_hash, embedding) \
+                     SELECT gen_random_uuid(), $2, $3, document_id, chunk_index, content, metadata, $4, $5, $6, $7, $8, \
+                     $9, content_hash, embedding FROM rag_chunk_staging WHERE document_id = $1 ORDER BY chunk_index"
+                ),
+                &[
+                    &doc.id,
                     &doc.kb_id,
                     &doc.org_id,
-                    &doc.id,
-                    &chunk.chunk_index,
-                    &chunk.content,
-                    &chunk.metadata,
                     &doc.source,
                     &doc.filetype,
                     &doc.organizational_unit,
                     &doc.document_date,
                     &doc.source_path,
                     &doc.filename,
-                    &chunk.content_hash,
-                    &embedding,
-                ])
-                .await?;
-        }
-        let written = writer.finish().await?;
+                ],
+            )
+            .await?;
+        tx.execute("DELETE FROM rag_chunk_staging WHERE document_id = $1", &[&doc.id]).await?;
         let count = i32::try_from(written).unwrap_or(i32::MAX);
         tx.execute(
             "UPDATE rag_documents SET status = 'done', chunk_count = $2, vector_document_id = id, \
@@ -507,7 +567,7 @@ impl Db {
         let reopened = tx
             .execute(
                 "UPDATE rag_documents SET status = 'processing', error_message = NULL, completed_at = NULL, \
-                 parsed_path = NULL, attempt_started_at = now() \
+                 parsed_path = NULL, attempt_started_at = now(), ingest_started_at = NULL \
                  WHERE id = $1 AND status = 'error' AND storage_path IS NOT NULL",
                 &[&id],
             )
@@ -515,6 +575,8 @@ impl Db {
         if reopened == 0 {
             return Ok(None);
         }
+        // Parsed again, so chunked again: nothing staged from the old text may be published.
+        tx.execute("DELETE FROM rag_chunk_staging WHERE document_id = $1", &[&id]).await?;
         let outbox_id = Uuid::new_v4();
         tx.execute(
             "INSERT INTO outbox (id, topic, payload) VALUES ($1, $2, $3)",

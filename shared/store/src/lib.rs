@@ -21,7 +21,8 @@ pub use connect::{
 };
 pub use credentials::{EmbeddingEndpoint, SealedValue, SecretMeta};
 pub use documents::{
-    Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, SyncOrigin, WriteOutcome,
+    Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, IngestTurn, OutboxMessage, PARSE_DOCUMENT_TOPIC, SyncOrigin,
+    WriteOutcome,
 };
 pub use knowledge::{Claim, Claimant, GrantedBase, KnowledgeBase};
 pub use migrate::{MigrationReport, SCHEMA_VERSION};

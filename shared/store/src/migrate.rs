@@ -18,6 +18,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (7, "vector_table_functions", include_str!("../migrations/0007_vector_table_functions.sql")),
     (8, "sync_sources", include_str!("../migrations/0008_sync_sources.sql")),
     (9, "ocr", include_str!("../migrations/0009_ocr.sql")),
+    (10, "bounded_ingest", include_str!("../migrations/0010_bounded_ingest.sql")),
 ];
 
 /// The schema version this build's code is written against.

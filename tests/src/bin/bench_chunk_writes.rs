@@ -1,5 +1,5 @@
 //! Chunk-write throughput, side by side in one run on one database: the ingest writer
-//! (`Db::write_chunks`, binary `COPY`) against a single-row `INSERT` loop, the seed's
+//! (`Db::stage_chunks` in batches of 64, binary `COPY`, then `Db::publish_chunks`) against a single-row `INSERT` loop, the seed's
 //! 200-rows-per-statement batch, and raw `COPY BINARY` of the same rows through `psql`
 //! (the physical limit). Each method writes the same rows into its own freshly created
 //! vector table (same DDL: HNSW and lookup indexes), so index upkeep is alike.
@@ -91,7 +91,7 @@ async fn main() {
     // The ingest writer.
     let ours = fixture(&db, &client, "copy").await;
     let started = Instant::now();
-    db.write_chunks(&ours.document, &data).await.expect("write");
+    write(&db, &ours.document, &data).await;
     let writer = started.elapsed().as_secs_f64();
 
     // Raw COPY BINARY through psql, of exactly those rows, into a fresh table.
@@ -200,7 +200,7 @@ async fn main() {
     println!("| method | rows | seconds | rows/s | ratio to raw COPY |");
     println!("|---|---|---|---|---|");
     report("raw `COPY BINARY` through psql (the limit)", n, limit_seconds, limit);
-    report("ingest writer (`write_chunks`: binary COPY, row locks, completion)", n, writer, limit);
+    report("ingest writer (staged in batches of 64, then published with the completion)", n, writer, limit);
     report("200 rows per INSERT statement", n, batch_seconds, limit);
     report("one INSERT per row", n, single_seconds, limit);
     for name in [&ours.name, &raw.name, &single.name, &batched.name] {
@@ -208,6 +208,17 @@ async fn main() {
     }
     pdf_end_to_end(&db, &client).await;
 }
+
+/// As ingest writes: batch by batch into staging, then published with the completed row.
+async fn write(db: &Db, document: &Document, rows: &[ChunkRow]) {
+    for batch in rows.chunks(INGEST_BATCH) {
+        db.stage_chunks(document, batch).await.expect("stage").expect("the document is processing");
+    }
+    db.publish_chunks(document).await.expect("publish");
+}
+
+/// The ingest function's batch (`sluice_ingest::EMBED_BATCH`).
+const INGEST_BATCH: usize = 64;
 
 /// A 200-page PDF through every stage, timed one by one.
 async fn pdf_end_to_end(db: &Db, client: &tokio_postgres::Client) {
@@ -262,7 +273,7 @@ async fn pdf_end_to_end(db: &Db, client: &tokio_postgres::Client) {
 
     let fixture = fixture(db, client, "pdf").await;
     let started = Instant::now();
-    db.write_chunks(&fixture.document, &rows).await.expect("write");
+    write(db, &fixture.document, &rows).await;
     let write = started.elapsed().as_secs_f64();
     let _ = client.batch_execute(&format!("DROP TABLE rag_{}", fixture.name)).await;
 

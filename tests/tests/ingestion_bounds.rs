@@ -1,0 +1,229 @@
+//! What one tenant can cost everyone's ingestion, bounded, on the running stack: a chunk
+//! size floor, a ceiling on chunks per document counted before anything is embedded,
+//! batches staged as they are embedded and published whole (a redelivery resumes after
+//! them), a time budget per document, and a turn for another tenant's waiting document.
+
+use reqwest::Method;
+use serde_json::json;
+use sluice_e2e::stub::{Scripted, StubProvider};
+use sluice_e2e::{Stack, User};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// A base chunking at the floor (100 characters, no overlap) that embeds through `stub`,
+/// registered as the caller's organization's service.
+async fn base_on(stack: &Stack, user: &User, stub: &StubProvider) -> String {
+    let service = json!({"name": format!("stub {}", Uuid::new_v4()), "provider": "local",
+        "base_url": stub.base_url, "scope": "org"});
+    let (status, endpoint) = stack.call_json(user, Method::POST, "/embedding-endpoints", Some(service)).await;
+    assert_eq!(status, 201, "{endpoint}");
+    let body = json!({"name": "Bounds", "scope": "personal", "embedding_provider": "local",
+        "embedding_model": "all-minilm-l6-v2", "embedding_endpoint_id": endpoint["id"],
+        "ingestion_config": {"chunk_size": 100, "chunk_overlap": 0}});
+    let (status, base) = stack.call_json(user, Method::POST, "/kb", Some(body)).await;
+    assert_eq!(status, 201, "{base}");
+    base["id"].as_str().expect("id").to_owned()
+}
+
+/// `paragraphs` paragraphs of about 90 characters: one chunk each at chunk_size 100.
+fn paragraphs(count: usize) -> Vec<u8> {
+    (0..count)
+        .map(|n| format!("Paragraph {n:06} records the tide gauge reading and the wind over the harbour wall.\n\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+fn user() -> User {
+    User::with(Some(Uuid::new_v4()), &["collections:edit"], false)
+}
+
+async fn row(stack: &Stack, id: &str) -> (String, Option<String>, i32) {
+    let row = stack
+        .db()
+        .await
+        .query_one("SELECT status, error_message, chunk_count FROM rag_documents WHERE id = $1::text::uuid", &[&id])
+        .await
+        .expect("row");
+    (row.get(0), row.get(1), row.get(2))
+}
+
+#[tokio::test]
+async fn a_chunk_size_below_the_floor_is_refused_wherever_it_is_set() {
+    let stack = Stack::from_env().await;
+    let user = user();
+    let body = json!({"name": "Fine", "scope": "personal", "embedding_provider": "local",
+        "embedding_model": "all-minilm-l6-v2", "ingestion_config": {"chunk_size": 1, "chunk_overlap": 0}});
+    let (status, refused) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
+    assert_eq!(status, 400, "{refused}");
+    let why = refused["error"]["details"]["fields"]["ingestion_config.chunk_size"].as_str().expect("field");
+    assert!(why.contains("100"), "{why}");
+    let body = json!({"name": "Fine", "scope": "personal", "embedding_provider": "local",
+        "embedding_model": "all-minilm-l6-v2"});
+    let (_, base) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
+    let path = format!("/kb/{}", base["id"].as_str().expect("id"));
+    let patch = json!({"ingestion_config": {"chunk_size": 99, "chunk_overlap": 0}});
+    let (status, refused) = stack.call_json(&user, Method::PATCH, &path, Some(patch)).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["error"]["details"]["fields"]["ingestion_config.chunk_size"].is_string(), "{refused}");
+}
+
+#[tokio::test]
+async fn a_document_over_the_chunk_ceiling_fails_before_anything_is_embedded() {
+    let stack = Stack::from_env().await;
+    let user = user();
+    let stub = StubProvider::start(vec![StubProvider::sized()], 384).await;
+    let kb_id = base_on(&stack, &user, &stub).await;
+    let ceiling = stack.config().await.max_chunks_per_document;
+    let accepted = stack.upload_document(&user, &kb_id, "gauges.txt", &paragraphs(ceiling + 50)).await;
+    stack.indexed(&user, &kb_id).await;
+    let (status, message, chunks) = row(&stack, accepted["tracking_id"].as_str().expect("id")).await;
+    assert_eq!((status.as_str(), chunks), ("error", 0));
+    let message = message.expect("a message");
+    assert!(message.starts_with("ingest: TooManyChunks: "), "{message}");
+    assert!(message.contains(&ceiling.to_string()) && message.contains("chunk_size"), "{message}");
+    assert_eq!(stub.requests(), 0, "nothing was to be embedded");
+}
+
+#[tokio::test]
+async fn batches_are_staged_as_they_come_and_a_redelivery_resumes_after_them_unseen_until_whole() {
+    let stack = Stack::from_env().await;
+    let user = user();
+    // Two batches answer; the third fails on both attempts of its delivery; the rest answer.
+    let failing = Scripted::status(500, "{}");
+    let stub = StubProvider::start(
+        vec![StubProvider::sized(), StubProvider::sized(), failing.clone(), failing, StubProvider::sized()],
+        384,
+    )
+    .await;
+    let kb_id = base_on(&stack, &user, &stub).await;
+    let accepted = stack.upload_document(&user, &kb_id, "gauges.txt", &paragraphs(300)).await;
+    let id = Uuid::parse_str(accepted["tracking_id"].as_str().expect("id")).expect("uuid");
+
+    // Between the failed delivery and the next, two batches are staged and none is visible.
+    let started = Instant::now();
+    while stub.requests() < 4 {
+        assert!(started.elapsed() < Duration::from_secs(60), "the third batch was never asked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let db = stack.db().await;
+    let staged: i64 = db
+        .query_one("SELECT count(*) FROM rag_chunk_staging WHERE document_id = $1", &[&id])
+        .await
+        .expect("staged")
+        .get(0);
+    assert_eq!(staged, 128, "two batches of 64 staged");
+    let (_, base) = stack.call_json(&user, Method::GET, &format!("/kb/{kb_id}"), None).await;
+    let table = format!("rag_{}", base["collection_name"].as_str().expect("name"));
+    let exists: bool = db.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table]).await.expect("table").get(0);
+    if exists {
+        let visible: i64 = db
+            .query_one(&format!("SELECT count(*) FROM {table} WHERE document_id = $1"), &[&id])
+            .await
+            .expect("visible")
+            .get(0);
+        assert_eq!(visible, 0, "a part of the document was searchable");
+    }
+
+    stack.indexed(&user, &kb_id).await;
+    let (status, message, chunks) = row(&stack, &id.to_string()).await;
+    assert_eq!(status, "done", "{message:?}");
+    let batches = (chunks as usize).div_ceil(64);
+    assert!(batches >= 4, "{chunks} chunks");
+    // Every batch asked once, plus the two failed attempts: the staged two were not asked again.
+    assert_eq!(stub.requests(), batches + 2);
+    let staged: i64 = db
+        .query_one("SELECT count(*) FROM rag_chunk_staging WHERE document_id = $1", &[&id])
+        .await
+        .expect("staged")
+        .get(0);
+    assert_eq!(staged, 0, "staging is emptied by the publish");
+    let indexes: Vec<i32> = db
+        .query(&format!("SELECT chunk_index FROM {table} WHERE document_id = $1 ORDER BY chunk_index"), &[&id])
+        .await
+        .expect("chunks")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(indexes, (0..chunks).collect::<Vec<_>>(), "each chunk once, in order");
+}
+
+#[tokio::test]
+async fn a_document_whose_embedding_outlasts_its_budget_is_failed_and_its_slot_freed() {
+    let stack = Stack::from_env().await;
+    let user = user();
+    let stub = StubProvider::start(vec![StubProvider::sized().after(Duration::from_secs(8))], 384).await;
+    let kb_id = base_on(&stack, &user, &stub).await;
+    let accepted = stack.upload_document(&user, &kb_id, "gauges.txt", &paragraphs(3)).await;
+    let id = Uuid::parse_str(accepted["tracking_id"].as_str().expect("id")).expect("uuid");
+    let db = stack.db().await;
+    let started = Instant::now();
+    loop {
+        let parsed: bool = db
+            .query_one("SELECT parsed_path IS NOT NULL FROM rag_documents WHERE id = $1", &[&id])
+            .await
+            .expect("row")
+            .get(0);
+        if parsed {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "never parsed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The ingest handler itself, with a two-second budget, over the stack's own services.
+    let mut config = stack.config().await;
+    config.document_embed_time_limit = Duration::from_secs(2);
+    let blob = sluice_blob::Blob::new(stack.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
+    let state = sluice_ingest::State::new(config, stack.store(2).await, blob, stack.kms.clone(), stack.sqs.clone());
+    let job = sluice_queue::jobs::DocumentJob { document_id: id, yields: 0 };
+    let timed = Instant::now();
+    sluice_ingest::ingest(&state, job, 1).await.expect("recorded, not retried");
+    assert!(timed.elapsed() < Duration::from_secs(6), "the budget did not bound the wait: {:?}", timed.elapsed());
+    let (status, message, chunks) = row(&stack, &id.to_string()).await;
+    assert_eq!((status.as_str(), chunks), ("error", 0));
+    let message = message.expect("a message");
+    assert!(message.starts_with("embed: TimeBudgetExceeded: "), "{message}");
+    stack.indexed(&user, &kb_id).await;
+}
+
+#[tokio::test]
+async fn a_tenant_over_its_share_yields_to_another_tenants_waiting_document() {
+    let stack = Stack::from_env().await;
+    let db = stack.store(2).await;
+    let admin = stack.db().await;
+    let (org_a, org_b) = (Uuid::new_v4(), Uuid::new_v4());
+    let insert = |org: Uuid, started: bool| {
+        let admin = &admin;
+        async move {
+            let id = Uuid::new_v4();
+            admin
+                .execute(
+                    "INSERT INTO rag_documents (id, collection_name, org_id, owner_id, filename, filesize, filetype, \
+                     status, parsed_path, ingest_started_at) VALUES ($1, 'fairness_probe', $2, $3, 'a.txt', 1, 'txt', \
+                     'processing', 'parsed/x', CASE WHEN $4 THEN now() END)",
+                    &[&id, &org, &Uuid::new_v4(), &started],
+                )
+                .await
+                .expect("row");
+            id
+        }
+    };
+    let lease = Duration::from_secs(900);
+    let a_running = insert(org_a, true).await;
+    let a_next = insert(org_a, false).await;
+    // A has its share (one) ingesting and B's document waits: A's next one yields.
+    let b_waiting = insert(org_b, false).await;
+    assert_eq!(db.take_ingest_turn(a_next, 1, lease).await.expect("turn"), sluice_store::IngestTurn::Yield);
+    // B's has nobody of its own ingesting: it goes, and is started.
+    assert_eq!(db.take_ingest_turn(b_waiting, 1, lease).await.expect("turn"), sluice_store::IngestTurn::Go);
+    // A started document never yields (its redelivery holds its slot).
+    assert_eq!(db.take_ingest_turn(a_running, 1, lease).await.expect("turn"), sluice_store::IngestTurn::Go);
+    // With a larger share A's next one goes too.
+    assert_eq!(db.take_ingest_turn(a_next, 2, lease).await.expect("turn"), sluice_store::IngestTurn::Go);
+    // Finished documents take no turn.
+    admin.execute("UPDATE rag_documents SET status = 'done' WHERE id = $1", &[&a_running]).await.expect("done");
+    assert_eq!(db.take_ingest_turn(a_running, 1, lease).await.expect("turn"), sluice_store::IngestTurn::NotProcessing);
+    admin
+        .execute("DELETE FROM rag_documents WHERE id = ANY($1)", &[&vec![a_running, a_next, b_waiting]])
+        .await
+        .expect("cleared");
+}
