@@ -7,6 +7,7 @@ use reqwest::Method;
 use serde_json::json;
 use sluice_e2e::stub::{Scripted, StubProvider};
 use sluice_e2e::{Stack, User};
+use sluice_store::{Stage, Turn};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
@@ -186,44 +187,53 @@ async fn a_document_whose_embedding_outlasts_its_budget_is_failed_and_its_slot_f
 }
 
 #[tokio::test]
-async fn a_tenant_over_its_share_yields_to_another_tenants_waiting_document() {
+async fn a_tenant_over_its_share_yields_to_another_tenants_waiting_document_in_each_stage() {
     let stack = Stack::from_env().await;
     let db = stack.store(2).await;
     let admin = stack.db().await;
-    let (org_a, org_b) = (Uuid::new_v4(), Uuid::new_v4());
-    let insert = |org: Uuid, started: bool| {
-        let admin = &admin;
-        async move {
-            let id = Uuid::new_v4();
-            admin
-                .execute(
-                    "INSERT INTO rag_documents (id, collection_name, org_id, owner_id, filename, filesize, filetype, \
-                     status, parsed_path, ingest_started_at) VALUES ($1, 'fairness_probe', $2, $3, 'a.txt', 1, 'txt', \
-                     'processing', 'parsed/x', CASE WHEN $4 THEN now() END)",
-                    &[&id, &org, &Uuid::new_v4(), &started],
-                )
-                .await
-                .expect("row");
-            id
-        }
-    };
-    let lease = Duration::from_secs(900);
-    let a_running = insert(org_a, true).await;
-    let a_next = insert(org_a, false).await;
-    // A has its share (one) ingesting and B's document waits: A's next one yields.
-    let b_waiting = insert(org_b, false).await;
-    assert_eq!(db.take_ingest_turn(a_next, 1, lease).await.expect("turn"), sluice_store::IngestTurn::Yield);
-    // B's has nobody of its own ingesting: it goes, and is started.
-    assert_eq!(db.take_ingest_turn(b_waiting, 1, lease).await.expect("turn"), sluice_store::IngestTurn::Go);
-    // A started document never yields (its redelivery holds its slot).
-    assert_eq!(db.take_ingest_turn(a_running, 1, lease).await.expect("turn"), sluice_store::IngestTurn::Go);
-    // With a larger share A's next one goes too.
-    assert_eq!(db.take_ingest_turn(a_next, 2, lease).await.expect("turn"), sluice_store::IngestTurn::Go);
-    // Finished documents take no turn.
-    admin.execute("UPDATE rag_documents SET status = 'done' WHERE id = $1", &[&a_running]).await.expect("done");
-    assert_eq!(db.take_ingest_turn(a_running, 1, lease).await.expect("turn"), sluice_store::IngestTurn::NotProcessing);
-    admin
-        .execute("DELETE FROM rag_documents WHERE id = ANY($1)", &[&vec![a_running, a_next, b_waiting]])
-        .await
-        .expect("cleared");
+    for stage in [Stage::Parse, Stage::Ingest] {
+        let (org_a, org_b) = (Uuid::new_v4(), Uuid::new_v4());
+        // A document waiting for `stage` (parsed for ingest, not yet for parse), or in it.
+        let insert = |org: Uuid, started: bool| {
+            let admin = &admin;
+            async move {
+                let id = Uuid::new_v4();
+                let (parsed, column) = match stage {
+                    Stage::Parse => (None, "parse_started_at"),
+                    Stage::Ingest => (Some("parsed/x"), "ingest_started_at"),
+                };
+                admin
+                    .execute(
+                        &format!(
+                            "INSERT INTO rag_documents (id, collection_name, org_id, owner_id, filename, filesize, \
+                             filetype, status, parsed_path, {column}) VALUES ($1, 'fairness_probe', $2, $3, 'a.txt', \
+                             1, 'txt', 'processing', $4, CASE WHEN $5 THEN now() END)"
+                        ),
+                        &[&id, &org, &Uuid::new_v4(), &parsed, &started],
+                    )
+                    .await
+                    .expect("row");
+                id
+            }
+        };
+        let lease = Duration::from_secs(900);
+        let a_running = insert(org_a, true).await;
+        let a_next = insert(org_a, false).await;
+        // A has its share (one) in the stage and B's document waits: A's next one yields.
+        let b_waiting = insert(org_b, false).await;
+        assert_eq!(db.take_turn(a_next, stage, 1, lease).await.expect("turn"), Turn::Yield, "{stage:?}");
+        // B has nobody of its own in the stage: it goes, and is started.
+        assert_eq!(db.take_turn(b_waiting, stage, 1, lease).await.expect("turn"), Turn::Go, "{stage:?}");
+        // A started document never yields (its redelivery holds its slot).
+        assert_eq!(db.take_turn(a_running, stage, 1, lease).await.expect("turn"), Turn::Go, "{stage:?}");
+        // With a larger share A's next one goes too.
+        assert_eq!(db.take_turn(a_next, stage, 2, lease).await.expect("turn"), Turn::Go, "{stage:?}");
+        // Finished documents take no turn.
+        admin.execute("UPDATE rag_documents SET status = 'done' WHERE id = $1", &[&a_running]).await.expect("done");
+        assert_eq!(db.take_turn(a_running, stage, 1, lease).await.expect("turn"), Turn::NotProcessing);
+        admin
+            .execute("DELETE FROM rag_documents WHERE id = ANY($1)", &[&vec![a_running, a_next, b_waiting]])
+            .await
+            .expect("cleared");
+    }
 }

@@ -10,7 +10,7 @@
 //!
 //! Bounds: at most `SLUICE_MAX_CHUNKS_PER_DOCUMENT` chunks (counted before anything is
 //! embedded), `SLUICE_DOCUMENT_EMBED_SECS` of embedding a document, and fairness between
-//! tenants: a tenant with `SLUICE_INGEST_FAIR_SHARE` documents ingesting lets another
+//! tenants: a tenant with `SLUICE_TENANT_FAIR_SHARE` documents ingesting lets another
 //! tenant's waiting document go first, by sending its job to the back of the queue.
 
 mod error;
@@ -25,23 +25,13 @@ use sluice_embed::client::{RetryPolicy, Target, embed};
 use sluice_embed::credentials::target_for;
 use sluice_queue::SqsBatchResponse;
 use sluice_queue::jobs::{Dispatcher, DocumentJob, receive_count};
-use sluice_store::{ChunkRow, Db, Document, IngestTurn, KnowledgeBase, WriteOutcome};
+use sluice_queue::jobs::{STAGE_LEASE, YIELD_DELAY_SECS};
+use sluice_store::{ChunkRow, Db, Document, KnowledgeBase, Stage, Turn, WriteOutcome};
 use sluice_vault::Vault;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Chunks sent to the provider per request, and staged per transaction.
 pub const EMBED_BATCH: usize = 64;
-
-/// How many times one document lets other tenants go first before it takes its turn
-/// regardless (their documents may be stuck; its tenant must still move).
-pub const MAX_YIELDS: u32 = 30;
-
-/// How long a yielded job waits before it is delivered again.
-const YIELD_DELAY_SECS: i32 = 1;
-
-/// How long a document counts as ingesting after it started: the function's own timeout,
-/// after which a started attempt is dead.
-const INGEST_LEASE: Duration = Duration::from_secs(900);
 
 /// Everything a batch needs, built once per cold start.
 #[derive(Debug, Clone)]
@@ -121,14 +111,13 @@ pub async fn ingest(state: &State, job: DocumentJob, deliveries: u32) -> Result<
     if document.status != "processing" {
         return Ok(());
     }
-    let fair_share = if job.yields < MAX_YIELDS { state.config.ingest_fair_share } else { u32::MAX };
-    match state.db.take_ingest_turn(document.id, fair_share, INGEST_LEASE).await? {
-        IngestTurn::Go => {}
-        IngestTurn::NotProcessing => return Ok(()),
-        IngestTurn::Yield => {
+    let share = job.fair_share(state.config.tenant_fair_share);
+    match state.db.take_turn(document.id, Stage::Ingest, share, STAGE_LEASE).await? {
+        Turn::Go => {}
+        Turn::NotProcessing => return Ok(()),
+        Turn::Yield => {
             // To the back of the queue; this delivery is done (it counts against nothing).
-            let again = serde_json::json!({"document_id": document.id, "yields": job.yields + 1});
-            state.dispatcher.send_later("ingest", &again, YIELD_DELAY_SECS).await?;
+            state.dispatcher.send_later("ingest", &job.yielded(), YIELD_DELAY_SECS).await?;
             tracing::info!(id = %document.id, yields = job.yields + 1, "another tenant's document goes first");
             return Ok(());
         }

@@ -2,14 +2,16 @@
 //! original is read in a worker under the deployment's document budget, the text goes to
 //! `parsed/{document_id}` under SSE-KMS, and the `ingest` job is sent. A document that
 //! cannot be read is failed on its row with the stage, the type and advice; the message is
-//! acknowledged. A redelivered job re-parses and re-sends, which ingest takes once.
+//! acknowledged. A redelivered job re-parses and re-sends, which ingest takes once. A
+//! tenant with `SLUICE_TENANT_FAIR_SHARE` documents parsing sends its next job to the back
+//! of the queue while another tenant's document waits for its first turn.
 
 use crate::{ParseError, State};
 use sluice_blob::BlobError;
 use sluice_domain::ingestion::IngestionConfig;
 use sluice_formats::{ExtractOptions, OcrOptions};
-use sluice_queue::jobs::DocumentJob;
-use sluice_store::Document;
+use sluice_queue::jobs::{DocumentJob, STAGE_LEASE, YIELD_DELAY_SECS};
+use sluice_store::{Document, PARSE_DOCUMENT_TOPIC, Stage, Turn};
 
 /// Where a document's parsed text is kept.
 pub fn parsed_key(document: &Document) -> String {
@@ -31,6 +33,21 @@ pub async fn parse_document(state: &State, job: DocumentJob) -> Result<(), Parse
     };
     if document.status != "processing" {
         return Ok(());
+    }
+    // Fairness: a tenant with its share parsing lets another tenant's waiting document go first.
+    let share = job.fair_share(state.config.tenant_fair_share);
+    match state.db.take_turn(document.id, Stage::Parse, share, STAGE_LEASE).await? {
+        Turn::Go => {}
+        Turn::NotProcessing => return Ok(()),
+        Turn::Yield => {
+            state
+                .dispatcher
+                .send_later(PARSE_DOCUMENT_TOPIC, &job.yielded(), YIELD_DELAY_SECS)
+                .await
+                .map_err(|e| ParseError::Dispatch(e.to_string()))?;
+            tracing::info!(id = %document.id, yields = job.yields + 1, "another tenant's document goes first");
+            return Ok(());
+        }
     }
     if document.storage_path.is_none() && document.sync.is_some() {
         return crate::sync::fetch_document(state, &document).await;

@@ -18,6 +18,30 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// How many times one document lets other tenants go first in a stage before it takes its
+/// turn regardless (their documents may be stuck; its tenant must still move).
+pub const MAX_YIELDS: u32 = 30;
+
+/// How long a yielded job waits before it is delivered again.
+pub const YIELD_DELAY_SECS: i32 = 1;
+
+/// How long a document counts as in a stage after it started: the functions' own timeout,
+/// after which a started attempt is dead.
+pub const STAGE_LEASE: std::time::Duration = std::time::Duration::from_secs(900);
+
+impl DocumentJob {
+    /// The fair share this delivery waits for: the deployment's `share`, until the job has
+    /// yielded `MAX_YIELDS` times (then none: it goes).
+    pub fn fair_share(&self, share: u32) -> u32 {
+        if self.yields < MAX_YIELDS { share } else { u32::MAX }
+    }
+
+    /// The job as it is sent again after yielding its turn.
+    pub fn yielded(&self) -> serde_json::Value {
+        serde_json::json!({"document_id": self.document_id, "yields": self.yields + 1})
+    }
+}
+
 /// The topics and the queues they go to.
 #[derive(Debug, Clone)]
 pub struct Dispatcher {

@@ -163,11 +163,18 @@ pub enum WriteOutcome {
     Reserved,
 }
 
-/// Whether ingest may take a document up now (`Db::take_ingest_turn`).
+/// The stages a document waits its turn for, fairly between tenants (`Db::take_turn`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IngestTurn {
+pub enum Stage {
+    Parse,
+    Ingest,
+}
+
+/// Whether a stage may take a document up now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
     Go,
-    /// Its tenant has its share ingesting while another tenant waits: let that one go first.
+    /// Its tenant has its share in the stage while another tenant waits: let that one go first.
     Yield,
     /// Deleted, done or failed meanwhile.
     NotProcessing,
@@ -341,45 +348,56 @@ impl Db {
         Ok(updated == 1)
     }
 
-    /// Ingest's turn for a document still `processing`: it yields when its tenant (its
-    /// organization, else its owner) already has `fair_share` other documents ingesting
-    /// (started within `lease`) while another tenant has a parsed document that has not
-    /// started; a document already started never yields. Taking the turn marks the attempt
-    /// live now and the ingest as started.
-    pub async fn take_ingest_turn(
+    /// A stage's turn for a document still `processing`: it yields when its tenant (its
+    /// organization, else its owner) already has `fair_share` other documents in that stage
+    /// (started within `lease`) while another tenant has a document waiting for the stage
+    /// that has not started; a document already started never yields. Taking the turn marks
+    /// the attempt live now and the stage as started.
+    pub async fn take_turn(
         &self,
         id: Uuid,
+        stage: Stage,
         fair_share: u32,
         lease: std::time::Duration,
-    ) -> Result<IngestTurn, StoreError> {
+    ) -> Result<Turn, StoreError> {
+        // The column a stage stamps, and what a document in the stage (waiting or started)
+        // looks like: parse ends with the parsed text, ingest with the row's status.
+        let (started, unfinished) = match stage {
+            Stage::Parse => ("parse_started_at", "d.parsed_path IS NULL AND d.upload_expires_at IS NULL"),
+            Stage::Ingest => ("ingest_started_at", "d.parsed_path IS NOT NULL"),
+        };
         let client = self.client().await?;
         let row = client
             .query_opt(
-                "WITH me AS (SELECT id, COALESCE(org_id, owner_id) AS tenant, ingest_started_at FROM rag_documents \
-                     WHERE id = $1 AND status = 'processing') \
-                 SELECT me.ingest_started_at IS NULL \
-                   AND (SELECT count(*) FROM rag_documents d WHERE d.status = 'processing' AND d.id <> me.id \
-                        AND COALESCE(d.org_id, d.owner_id) IS NOT DISTINCT FROM me.tenant \
-                        AND d.ingest_started_at > now() - make_interval(secs => $3)) >= $2 \
-                   AND EXISTS (SELECT 1 FROM rag_documents d WHERE d.status = 'processing' \
-                        AND d.parsed_path IS NOT NULL AND d.ingest_started_at IS NULL \
-                        AND COALESCE(d.org_id, d.owner_id) IS DISTINCT FROM me.tenant) \
-                 FROM me",
+                &format!(
+                    "WITH me AS (SELECT id, COALESCE(org_id, owner_id) AS tenant, {started} AS started \
+                         FROM rag_documents WHERE id = $1 AND status = 'processing') \
+                     SELECT me.started IS NULL \
+                       AND (SELECT count(*) FROM rag_documents d WHERE d.status = 'processing' AND d.id <> me.id \
+                            AND {unfinished} AND COALESCE(d.org_id, d.owner_id) IS NOT DISTINCT FROM me.tenant \
+                            AND d.{started} > now() - make_interval(secs => $3)) >= $2 \
+                       AND EXISTS (SELECT 1 FROM rag_documents d WHERE d.status = 'processing' \
+                            AND {unfinished} AND d.{started} IS NULL \
+                            AND COALESCE(d.org_id, d.owner_id) IS DISTINCT FROM me.tenant) \
+                     FROM me"
+                ),
                 &[&id, &i64::from(fair_share), &lease.as_secs_f64()],
             )
             .await?;
         match row.map(|r| r.get::<_, bool>(0)) {
-            None => Ok(IngestTurn::NotProcessing),
-            Some(true) => Ok(IngestTurn::Yield),
+            None => Ok(Turn::NotProcessing),
+            Some(true) => Ok(Turn::Yield),
             Some(false) => {
                 client
                     .execute(
-                        "UPDATE rag_documents SET attempt_started_at = now(), \
-                         ingest_started_at = COALESCE(ingest_started_at, now()) WHERE id = $1 AND status = 'processing'",
+                        &format!(
+                            "UPDATE rag_documents SET attempt_started_at = now(), {started} = COALESCE({started}, now()) \
+                             WHERE id = $1 AND status = 'processing'"
+                        ),
                         &[&id],
                     )
                     .await?;
-                Ok(IngestTurn::Go)
+                Ok(Turn::Go)
             }
         }
     }
@@ -567,7 +585,7 @@ impl Db {
         let reopened = tx
             .execute(
                 "UPDATE rag_documents SET status = 'processing', error_message = NULL, completed_at = NULL, \
-                 parsed_path = NULL, attempt_started_at = now(), ingest_started_at = NULL \
+                 parsed_path = NULL, attempt_started_at = now(), parse_started_at = NULL, ingest_started_at = NULL \
                  WHERE id = $1 AND status = 'error' AND storage_path IS NOT NULL",
                 &[&id],
             )

@@ -21,7 +21,7 @@ pub use connect::{
 };
 pub use credentials::{EmbeddingEndpoint, SealedValue, SecretMeta};
 pub use documents::{
-    Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, IngestTurn, OutboxMessage, PARSE_DOCUMENT_TOPIC, SyncOrigin,
+    Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, Stage, SyncOrigin, Turn,
     WriteOutcome,
 };
 pub use knowledge::{Claim, Claimant, GrantedBase, KnowledgeBase};

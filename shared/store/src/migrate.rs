@@ -19,6 +19,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (8, "sync_sources", include_str!("../migrations/0008_sync_sources.sql")),
     (9, "ocr", include_str!("../migrations/0009_ocr.sql")),
     (10, "bounded_ingest", include_str!("../migrations/0010_bounded_ingest.sql")),
+    (11, "fair_parse", include_str!("../migrations/0011_fair_parse.sql")),
 ];
 
 /// The schema version this build's code is written against.
