@@ -198,10 +198,8 @@ async fn a_tenant_over_its_share_yields_to_another_tenants_waiting_document_in_e
             let admin = &admin;
             async move {
                 let id = Uuid::new_v4();
-                let (parsed, column) = match stage {
-                    Stage::Parse => (None, "parse_started_at"),
-                    Stage::Ingest => (Some("parsed/x"), "ingest_started_at"),
-                };
+                let parsed = (stage == Stage::Ingest).then_some("parsed/x");
+                let column = started_column(stage);
                 admin
                     .execute(
                         &format!(
@@ -219,21 +217,39 @@ async fn a_tenant_over_its_share_yields_to_another_tenants_waiting_document_in_e
         let lease = Duration::from_secs(900);
         let a_running = insert(org_a, true).await;
         let a_next = insert(org_a, false).await;
-        // A has its share (one) in the stage and B's document waits: A's next one yields.
+        // A has a document in the stage and B none, with one waiting: A's next one yields,
+        // and takes the oldest waiting document of another tenant for its delivery to do.
         let b_waiting = insert(org_b, false).await;
-        assert_eq!(db.take_turn(a_next, stage, 1, lease).await.expect("turn"), Turn::Yield, "{stage:?}");
-        // B has nobody of its own in the stage: it goes, and is started.
-        assert_eq!(db.take_turn(b_waiting, stage, 1, lease).await.expect("turn"), Turn::Go, "{stage:?}");
+        let turn = db.take_turn(a_next, stage, true, lease).await.expect("turn");
+        let Turn::Yield { instead: Some(taken) } = turn else { panic!("{stage:?}: {turn:?}") };
+        let row = admin
+            .query_one(
+                &format!("SELECT org_id, {} IS NOT NULL FROM rag_documents WHERE id = $1", started_column(stage)),
+                &[&taken],
+            )
+            .await
+            .expect("taken");
+        assert_ne!(row.get::<_, Option<Uuid>>(0), Some(org_a), "{stage:?}: a tenant's own document is not another's");
+        assert!(row.get::<_, bool>(1), "{stage:?}: the document taken is started, so no other delivery takes it");
+        // B's own job goes (taken already, or not allowed to yield any more).
+        assert_eq!(db.take_turn(b_waiting, stage, false, lease).await.expect("turn"), Turn::Go, "{stage:?}");
         // A started document never yields (its redelivery holds its slot).
-        assert_eq!(db.take_turn(a_running, stage, 1, lease).await.expect("turn"), Turn::Go, "{stage:?}");
-        // With a larger share A's next one goes too.
-        assert_eq!(db.take_turn(a_next, stage, 2, lease).await.expect("turn"), Turn::Go, "{stage:?}");
+        assert_eq!(db.take_turn(a_running, stage, true, lease).await.expect("turn"), Turn::Go, "{stage:?}");
+        // A job that has yielded its most goes.
+        assert_eq!(db.take_turn(a_next, stage, false, lease).await.expect("turn"), Turn::Go, "{stage:?}");
         // Finished documents take no turn.
         admin.execute("UPDATE rag_documents SET status = 'done' WHERE id = $1", &[&a_running]).await.expect("done");
-        assert_eq!(db.take_turn(a_running, stage, 1, lease).await.expect("turn"), Turn::NotProcessing);
+        assert_eq!(db.take_turn(a_running, stage, true, lease).await.expect("turn"), Turn::NotProcessing);
         admin
             .execute("DELETE FROM rag_documents WHERE id = ANY($1)", &[&vec![a_running, a_next, b_waiting]])
             .await
             .expect("cleared");
+    }
+}
+
+fn started_column(stage: Stage) -> &'static str {
+    match stage {
+        Stage::Parse => "parse_started_at",
+        Stage::Ingest => "ingest_started_at",
     }
 }

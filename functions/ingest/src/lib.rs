@@ -9,9 +9,9 @@
 //! the chunks already staged.
 //!
 //! Bounds: at most `SLUICE_MAX_CHUNKS_PER_DOCUMENT` chunks (counted before anything is
-//! embedded), `SLUICE_DOCUMENT_EMBED_SECS` of embedding a document, and fairness between
-//! tenants: a tenant with `SLUICE_TENANT_FAIR_SHARE` documents ingesting lets another
-//! tenant's waiting document go first, by sending its job to the back of the queue.
+//! embedded), `SLUICE_DOCUMENT_EMBED_SECS` of embedding a document, and round robin between
+//! tenants: a delivery whose tenant has no fewer documents ingesting than another tenant
+//! with one waiting sends its job to the back of the queue and ingests that one instead.
 
 mod error;
 
@@ -111,14 +111,17 @@ pub async fn ingest(state: &State, job: DocumentJob, deliveries: u32) -> Result<
     if document.status != "processing" {
         return Ok(());
     }
-    let share = job.fair_share(state.config.tenant_fair_share);
-    match state.db.take_turn(document.id, Stage::Ingest, share, STAGE_LEASE).await? {
+    match state.db.take_turn(document.id, Stage::Ingest, job.may_yield(), STAGE_LEASE).await? {
         Turn::Go => {}
         Turn::NotProcessing => return Ok(()),
-        Turn::Yield => {
-            // To the back of the queue; this delivery is done (it counts against nothing).
+        Turn::Yield { instead } => {
+            // To the back of the queue (this delivery counts against nothing), and this
+            // delivery does the other tenant's document now.
             state.dispatcher.send_later("ingest", &job.yielded(), YIELD_DELAY_SECS).await?;
             tracing::info!(id = %document.id, yields = job.yields + 1, "another tenant's document goes first");
+            if let Some(other) = instead {
+                ingest_in_turn_of(state, other).await;
+            }
             return Ok(());
         }
     }
@@ -137,6 +140,28 @@ pub async fn ingest(state: &State, job: DocumentJob, deliveries: u32) -> Result<
             fail(state, &document, &message).await
         }
         Err(Attempt::Transient(error)) => Err(error),
+    }
+}
+
+/// Ingests another tenant's document in a yielding delivery's place. Its own job is still
+/// queued: a failure that may pass later is left to that job's deliveries (which count
+/// them), and the job finds the document done if this succeeds.
+async fn ingest_in_turn_of(state: &State, id: uuid::Uuid) {
+    let document = match state.db.document(id).await {
+        Ok(Some(document)) if document.status == "processing" => document,
+        Ok(_) => return,
+        Err(error) => {
+            tracing::warn!(%id, error = %error, "the document given the turn could not be read; its own job will");
+            return;
+        }
+    };
+    let outcome = match attempt(state, &document).await {
+        Ok(()) => Ok(()),
+        Err(Attempt::Failed(message)) => fail(state, &document, &message).await,
+        Err(Attempt::Transient(error)) => Err(error),
+    };
+    if let Err(error) = outcome {
+        tracing::warn!(%id, error = %error, "ingesting in another's turn failed for now; its own job retries");
     }
 }
 

@@ -2,9 +2,10 @@
 //! original is read in a worker under the deployment's document budget, the text goes to
 //! `parsed/{document_id}` under SSE-KMS, and the `ingest` job is sent. A document that
 //! cannot be read is failed on its row with the stage, the type and advice; the message is
-//! acknowledged. A redelivered job re-parses and re-sends, which ingest takes once. A
-//! tenant with `SLUICE_TENANT_FAIR_SHARE` documents parsing sends its next job to the back
-//! of the queue while another tenant's document waits for its first turn.
+//! acknowledged. A redelivered job re-parses and re-sends, which ingest takes once. Round
+//! robin between tenants: a delivery whose tenant has no fewer documents parsing than
+//! another tenant with one waiting sends its job to the back of the queue and parses that
+//! one instead.
 
 use crate::{ParseError, State};
 use sluice_blob::BlobError;
@@ -34,21 +35,36 @@ pub async fn parse_document(state: &State, job: DocumentJob) -> Result<(), Parse
     if document.status != "processing" {
         return Ok(());
     }
-    // Fairness: a tenant with its share parsing lets another tenant's waiting document go first.
-    let share = job.fair_share(state.config.tenant_fair_share);
-    match state.db.take_turn(document.id, Stage::Parse, share, STAGE_LEASE).await? {
+    // Fairness: round robin between tenants (`Db::take_turn`).
+    match state.db.take_turn(document.id, Stage::Parse, job.may_yield(), STAGE_LEASE).await? {
         Turn::Go => {}
         Turn::NotProcessing => return Ok(()),
-        Turn::Yield => {
+        Turn::Yield { instead } => {
+            // To the back of the queue, and this delivery parses the other tenant's document
+            // now; its own job, still queued, finds it parsed (or parses it again, harmlessly).
             state
                 .dispatcher
                 .send_later(PARSE_DOCUMENT_TOPIC, &job.yielded(), YIELD_DELAY_SECS)
                 .await
                 .map_err(|e| ParseError::Dispatch(e.to_string()))?;
             tracing::info!(id = %document.id, yields = job.yields + 1, "another tenant's document goes first");
+            if let Some(other) = instead {
+                let parsed = match state.db.document(other).await? {
+                    Some(other) if other.status == "processing" => parse_taken(state, &other).await,
+                    _ => Ok(()),
+                };
+                if let Err(error) = parsed {
+                    tracing::warn!(id = %other, error = %error, "parsing in another's turn failed for now; its own job retries");
+                }
+            }
             return Ok(());
         }
     }
+    parse_taken(state, &document).await
+}
+
+/// Parses a document whose turn it is.
+async fn parse_taken(state: &State, document: &Document) -> Result<(), ParseError> {
     if document.storage_path.is_none() && document.sync.is_some() {
         return crate::sync::fetch_document(state, &document).await;
     }

@@ -53,9 +53,6 @@ pub struct Config {
     /// `SLUICE_DOCUMENT_EMBED_SECS`: how long embedding one document may take, retries and
     /// slow answers included, before it is recorded as failed and its slot freed.
     pub document_embed_time_limit: std::time::Duration,
-    /// `SLUICE_TENANT_FAIR_SHARE`: how many of one tenant's documents may be parsing (and,
-    /// apart, ingesting) at once while another tenant's document waits for its first turn.
-    pub tenant_fair_share: u32,
 }
 
 /// The multipart framing allowed on top of the larger upload ceiling.
@@ -146,7 +143,6 @@ impl Config {
             document_embed_time_limit: std::time::Duration::from_secs(
                 number("SLUICE_DOCUMENT_EMBED_SECS", DEFAULT_DOCUMENT_EMBED_SECS)?.clamp(1, 840),
             ),
-            tenant_fair_share: number("SLUICE_TENANT_FAIR_SHARE", 1)?.clamp(1, 1000) as u32,
         })
     }
 

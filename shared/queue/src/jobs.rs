@@ -30,10 +30,9 @@ pub const YIELD_DELAY_SECS: i32 = 1;
 pub const STAGE_LEASE: std::time::Duration = std::time::Duration::from_secs(900);
 
 impl DocumentJob {
-    /// The fair share this delivery waits for: the deployment's `share`, until the job has
-    /// yielded `MAX_YIELDS` times (then none: it goes).
-    pub fn fair_share(&self, share: u32) -> u32 {
-        if self.yields < MAX_YIELDS { share } else { u32::MAX }
+    /// Whether this delivery may still let another tenant go first (`MAX_YIELDS`).
+    pub fn may_yield(&self) -> bool {
+        self.yields < MAX_YIELDS
     }
 
     /// The job as it is sent again after yielding its turn.

@@ -174,8 +174,11 @@ pub enum Stage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Turn {
     Go,
-    /// Its tenant has its share in the stage while another tenant waits: let that one go first.
-    Yield,
+    /// Its tenant has its share in the stage while another tenant waits: let that one go
+    /// first — `instead`, taken for this delivery to do now, when one was free to take.
+    Yield {
+        instead: Option<Uuid>,
+    },
     /// Deleted, done or failed meanwhile.
     NotProcessing,
 }
@@ -348,16 +351,17 @@ impl Db {
         Ok(updated == 1)
     }
 
-    /// A stage's turn for a document still `processing`: it yields when its tenant (its
-    /// organization, else its owner) already has `fair_share` other documents in that stage
-    /// (started within `lease`) while another tenant has a document waiting for the stage
-    /// that has not started; a document already started never yields. Taking the turn marks
-    /// the attempt live now and the stage as started.
+    /// A stage's turn for a document still `processing`, round robin between tenants (a
+    /// tenant is its organization, else its owner): it yields (when `may_yield`) if another
+    /// tenant has a document waiting for the stage and no more documents in it (started
+    /// within `lease`, unfinished) than this tenant has besides this one. A document already
+    /// started never yields. Taking the turn marks the attempt live now and the stage as
+    /// started.
     pub async fn take_turn(
         &self,
         id: Uuid,
         stage: Stage,
-        fair_share: u32,
+        may_yield: bool,
         lease: std::time::Duration,
     ) -> Result<Turn, StoreError> {
         // The column a stage stamps, and what a document in the stage (waiting or started)
@@ -371,22 +375,40 @@ impl Db {
             .query_opt(
                 &format!(
                     "WITH me AS (SELECT id, COALESCE(org_id, owner_id) AS tenant, {started} AS started \
-                         FROM rag_documents WHERE id = $1 AND status = 'processing') \
-                     SELECT me.started IS NULL \
-                       AND (SELECT count(*) FROM rag_documents d WHERE d.status = 'processing' AND d.id <> me.id \
-                            AND {unfinished} AND COALESCE(d.org_id, d.owner_id) IS NOT DISTINCT FROM me.tenant \
-                            AND d.{started} > now() - make_interval(secs => $3)) >= $2 \
-                       AND EXISTS (SELECT 1 FROM rag_documents d WHERE d.status = 'processing' \
-                            AND {unfinished} AND d.{started} IS NULL \
-                            AND COALESCE(d.org_id, d.owner_id) IS DISTINCT FROM me.tenant) \
+                         FROM rag_documents WHERE id = $1 AND status = 'processing'), \
+                     tenants AS (SELECT COALESCE(d.org_id, d.owner_id) AS tenant, \
+                         count(*) FILTER (WHERE d.{started} > now() - make_interval(secs => $3) AND d.id <> $1) AS busy, \
+                         bool_or(d.{started} IS NULL AND d.id <> $1) AS waits \
+                         FROM rag_documents d WHERE d.status = 'processing' AND {unfinished} GROUP BY 1) \
+                     SELECT me.started IS NULL AND $2 AND EXISTS (SELECT 1 FROM tenants t \
+                         WHERE t.tenant IS DISTINCT FROM me.tenant AND t.waits AND t.busy <= COALESCE( \
+                             (SELECT m.busy FROM tenants m WHERE m.tenant IS NOT DISTINCT FROM me.tenant), 0)) \
                      FROM me"
                 ),
-                &[&id, &i64::from(fair_share), &lease.as_secs_f64()],
+                &[&id, &may_yield, &lease.as_secs_f64()],
             )
             .await?;
         match row.map(|r| r.get::<_, bool>(0)) {
             None => Ok(Turn::NotProcessing),
-            Some(true) => Ok(Turn::Yield),
+            Some(true) => {
+                // The turn goes to the oldest waiting document of another tenant, taken here
+                // (one taker wins it), so the yielding delivery can do its work at once
+                // instead of that document waiting for its own job behind the backlog.
+                let taken = client
+                    .query_opt(
+                        &format!(
+                            "UPDATE rag_documents SET attempt_started_at = now(), {started} = now() WHERE id = ( \
+                                 SELECT d.id FROM rag_documents d, rag_documents me WHERE me.id = $1 \
+                                 AND d.status = 'processing' AND {unfinished} AND d.{started} IS NULL \
+                                 AND COALESCE(d.org_id, d.owner_id) IS DISTINCT FROM COALESCE(me.org_id, me.owner_id) \
+                                 ORDER BY d.created_at LIMIT 1 FOR UPDATE OF d SKIP LOCKED) \
+                             AND {started} IS NULL RETURNING id"
+                        ),
+                        &[&id],
+                    )
+                    .await?;
+                Ok(Turn::Yield { instead: taken.map(|r| r.get(0)) })
+            }
             Some(false) => {
                 client
                     .execute(
