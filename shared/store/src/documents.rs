@@ -365,7 +365,9 @@ impl Db {
         lease: std::time::Duration,
     ) -> Result<Turn, StoreError> {
         // The column a stage stamps, and what a document in the stage (waiting or started)
-        // looks like: parse ends with the parsed text, ingest with the row's status.
+        // looks like: parse ends with the parsed text, ingest with the row's status. A
+        // presigned upload (it keeps its deadline) is parsed where its bytes land, judged
+        // there, and never taken by another's delivery.
         let (started, unfinished) = match stage {
             Stage::Parse => ("parse_started_at", "d.parsed_path IS NULL AND d.upload_expires_at IS NULL"),
             Stage::Ingest => ("ingest_started_at", "d.parsed_path IS NOT NULL"),
