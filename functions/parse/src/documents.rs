@@ -66,22 +66,22 @@ pub async fn parse_document(state: &State, job: DocumentJob) -> Result<(), Parse
 /// Parses a document whose turn it is.
 async fn parse_taken(state: &State, document: &Document) -> Result<(), ParseError> {
     if document.storage_path.is_none() && document.sync.is_some() {
-        return crate::sync::fetch_document(state, &document).await;
+        return crate::sync::fetch_document(state, document).await;
     }
     let Some(key) = document.storage_path.clone() else {
-        return fail(state, &document, "NoOriginal", "the document has no stored original; upload it again").await;
+        return fail(state, document, "NoOriginal", "the document has no stored original; upload it again").await;
     };
     let limit = u64::try_from(document.filesize).unwrap_or_default();
     let bytes = match state.blob.get(&key, limit).await {
         Ok(bytes) => bytes,
         Err(BlobError::NotFound) => {
-            return fail(state, &document, "OriginalMissing", "the stored original is gone; upload the document again")
+            return fail(state, document, "OriginalMissing", "the stored original is gone; upload the document again")
                 .await;
         }
         Err(BlobError::TooLarge { .. }) => {
             return fail(
                 state,
-                &document,
+                document,
                 "OriginalChanged",
                 "the stored original is not the one uploaded; upload again",
             )
@@ -89,7 +89,7 @@ async fn parse_taken(state: &State, document: &Document) -> Result<(), ParseErro
         }
         Err(error) => return Err(error.into()),
     };
-    parse_bytes(state, &document, bytes).await
+    parse_bytes(state, document, bytes).await
 }
 
 /// A presigned document upload landed: its bytes are judged as the inline path judges
