@@ -133,6 +133,7 @@ fn document_options(config: &sluice_domain::Config, document: &Document) -> Extr
         .with_max_pages(ingestion.max_pages)
         .with_ocr(ingestion.auto_ocr.then_some(OcrOptions { dpi: ingestion.ocr_dpi, max_pages: ingestion.max_pages }));
     options.time_limit = config.document_parse_time_limit;
+    options.limits = sluice_isolate::archive_limits(config);
     options
 }
 

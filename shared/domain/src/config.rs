@@ -53,6 +53,27 @@ pub struct Config {
     /// `SLUICE_DOCUMENT_EMBED_SECS`: how long embedding one document may take, retries and
     /// slow answers included, before it is recorded as failed and its slot freed.
     pub document_embed_time_limit: std::time::Duration,
+    /// The archive limits (`WORKSPACE_ARCHIVE_*`), for archives and office containers alike.
+    pub archive: ArchiveSettings,
+}
+
+/// The archive limits an operator sets; the defaults are the reference product's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArchiveSettings {
+    /// `WORKSPACE_ARCHIVE_MAX_ENTRIES`: files and folders (5,000).
+    pub max_entries: usize,
+    /// `WORKSPACE_ARCHIVE_MAX_BYTES`: bytes unpacked in all (200 MiB).
+    pub max_total_bytes: u64,
+    /// `WORKSPACE_ARCHIVE_MAX_MEMBER_BYTES`: bytes one member unpacks to (50 MiB).
+    pub max_member_bytes: u64,
+    /// `WORKSPACE_ARCHIVE_MAX_RATIO`: unpacked size over packed size (100).
+    pub max_ratio: u64,
+}
+
+impl Default for ArchiveSettings {
+    fn default() -> Self {
+        Self { max_entries: 5000, max_total_bytes: 200 << 20, max_member_bytes: 50 << 20, max_ratio: 100 }
+    }
 }
 
 /// The multipart framing allowed on top of the larger upload ceiling.
@@ -94,6 +115,44 @@ pub enum ConfigError {
     Missing(&'static str),
     #[error("configuration {name} is not a valid number: {value:?}")]
     NotANumber { name: &'static str, value: String },
+    #[error("configuration {name} is out of range: {why}")]
+    OutOfRange { name: &'static str, why: String },
+}
+
+/// The archive limits from their variables, each judged: a nonsense value stops the
+/// function at start with its name, rather than passing every archive or none.
+fn archive_settings(
+    number: &impl Fn(&'static str, u64) -> Result<u64, ConfigError>,
+) -> Result<ArchiveSettings, ConfigError> {
+    let defaults = ArchiveSettings::default();
+    let within = |name: &'static str, default: u64, range: std::ops::RangeInclusive<u64>| {
+        let value = number(name, default)?;
+        if range.contains(&value) {
+            Ok(value)
+        } else {
+            Err(ConfigError::OutOfRange {
+                name,
+                why: format!("{value} is not between {} and {}", range.start(), range.end()),
+            })
+        }
+    };
+    const GIB: u64 = 1 << 30;
+    let settings = ArchiveSettings {
+        max_entries: within("WORKSPACE_ARCHIVE_MAX_ENTRIES", defaults.max_entries as u64, 1..=1_000_000)? as usize,
+        max_total_bytes: within("WORKSPACE_ARCHIVE_MAX_BYTES", defaults.max_total_bytes, 1024..=16 * GIB)?,
+        max_member_bytes: within("WORKSPACE_ARCHIVE_MAX_MEMBER_BYTES", defaults.max_member_bytes, 1024..=4 * GIB)?,
+        max_ratio: within("WORKSPACE_ARCHIVE_MAX_RATIO", defaults.max_ratio, 1..=100_000)?,
+    };
+    if settings.max_member_bytes > settings.max_total_bytes {
+        return Err(ConfigError::OutOfRange {
+            name: "WORKSPACE_ARCHIVE_MAX_MEMBER_BYTES",
+            why: format!(
+                "{} is more than WORKSPACE_ARCHIVE_MAX_BYTES ({})",
+                settings.max_member_bytes, settings.max_total_bytes
+            ),
+        });
+    }
+    Ok(settings)
 }
 
 impl Config {
@@ -143,6 +202,7 @@ impl Config {
             document_embed_time_limit: std::time::Duration::from_secs(
                 number("SLUICE_DOCUMENT_EMBED_SECS", DEFAULT_DOCUMENT_EMBED_SECS)?.clamp(1, 840),
             ),
+            archive: archive_settings(&number)?,
         })
     }
 
@@ -194,6 +254,32 @@ mod tests {
         assert_eq!(config.chat_max_upload_bytes, 10 * 1024 * 1024);
         assert_eq!(config.max_upload_bytes, 50 * 1024 * 1024);
         assert_eq!(config.request_body_cap_bytes(), 51 * 1024 * 1024);
+    }
+
+    #[test]
+    fn the_archive_limits_are_read_from_their_names_and_nonsense_is_refused() {
+        let base = [("SLUICE_BUCKET", "b"), ("SLUICE_KMS_KEY_ID", "k")];
+        let config = Config::from_lookup(lookup(&base)).expect("config");
+        assert_eq!(config.archive, ArchiveSettings::default());
+        let set = |pairs: &[(&str, &str)]| {
+            let all: Vec<(&str, &str)> = base.iter().chain(pairs.iter()).copied().collect();
+            Config::from_lookup(lookup(&all))
+        };
+        let config = set(&[("WORKSPACE_ARCHIVE_MAX_ENTRIES", "10"), ("WORKSPACE_ARCHIVE_MAX_RATIO", "7")]).expect("ok");
+        assert_eq!((config.archive.max_entries, config.archive.max_ratio), (10, 7));
+        for (name, value) in [
+            ("WORKSPACE_ARCHIVE_MAX_ENTRIES", "0"),
+            ("WORKSPACE_ARCHIVE_MAX_ENTRIES", "lots"),
+            ("WORKSPACE_ARCHIVE_MAX_BYTES", "-5"),
+            ("WORKSPACE_ARCHIVE_MAX_RATIO", "0"),
+            ("WORKSPACE_ARCHIVE_MAX_MEMBER_BYTES", "999999999999"),
+        ] {
+            let refused = set(&[(name, value)]).expect_err(value);
+            assert!(refused.to_string().contains(name), "{name}={value}: {refused}");
+        }
+        let refused = set(&[("WORKSPACE_ARCHIVE_MAX_BYTES", "2048"), ("WORKSPACE_ARCHIVE_MAX_MEMBER_BYTES", "4096")])
+            .expect_err("member over total");
+        assert!(refused.to_string().contains("WORKSPACE_ARCHIVE_MAX_MEMBER_BYTES"), "{refused}");
     }
 
     #[test]

@@ -17,6 +17,6 @@ pub mod sync;
 pub use attachment::AttachmentRef;
 pub use blocking::BlockingPool;
 pub use caller::Caller;
-pub use config::{Config, ConfigError};
+pub use config::{ArchiveSettings, Config, ConfigError};
 pub use content::FileContent;
 pub use filename::{CHAT_UPLOAD_PREFIX, MAX_FILENAME_CHARS, safe_filename, workspace_folder};

@@ -183,7 +183,20 @@ pub fn chat_options(config: &sluice_domain::Config) -> ExtractOptions {
         dpi: sluice_domain::ingestion::DEFAULT_OCR_DPI,
         max_pages: config.chat_ocr_max_pages,
     });
-    ExtractOptions::new(config.parsed_text_max_chars).with_ocr(ocr)
+    let mut options = ExtractOptions::new(config.parsed_text_max_chars).with_ocr(ocr);
+    options.limits = archive_limits(config);
+    options
+}
+
+/// The deployment's archive limits (`WORKSPACE_ARCHIVE_*`), as the readers take them.
+pub fn archive_limits(config: &sluice_domain::Config) -> sluice_formats::container::ContainerLimits {
+    let archive = config.archive;
+    sluice_formats::container::ContainerLimits {
+        max_entries: archive.max_entries,
+        max_total_bytes: archive.max_total_bytes,
+        max_member_bytes: archive.max_member_bytes,
+        max_ratio: archive.max_ratio,
+    }
 }
 
 fn cores() -> u64 {
@@ -343,6 +356,20 @@ mod tests {
 
     fn kind(extension: &str) -> &'static FileKind {
         sluice_formats::kind_for_filename(&format!("f.{extension}")).expect("kind")
+    }
+
+    #[test]
+    fn the_deployments_archive_limits_reach_the_readers() {
+        let config = sluice_domain::Config::from_lookup(|name| match name {
+            "SLUICE_BUCKET" | "SLUICE_KMS_KEY_ID" => Some("x".to_owned()),
+            "WORKSPACE_ARCHIVE_MAX_ENTRIES" => Some("12".to_owned()),
+            "WORKSPACE_ARCHIVE_MAX_MEMBER_BYTES" => Some("4096".to_owned()),
+            _ => None,
+        })
+        .expect("config");
+        let limits = chat_options(&config).limits;
+        assert_eq!((limits.max_entries, limits.max_member_bytes), (12, 4096));
+        assert_eq!((limits.max_total_bytes, limits.max_ratio), (200 << 20, 100));
     }
 
     #[test]
