@@ -310,3 +310,40 @@ async fn a_selective_filter_still_returns_top_k_and_refusals_are_whole() {
         .await;
     assert_eq!((status, refused), (404, ghost), "one unreachable collection refuses the whole search");
 }
+
+#[tokio::test]
+async fn a_rate_limited_query_ends_inside_the_gateways_timeout_with_sluices_503_and_retry_after() {
+    use sluice_e2e::stub::{Scripted, StubProvider};
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    // The provider keeps asking for 40 s more, in the HTTP-date form.
+    let later = httpdate::fmt_http_date(std::time::SystemTime::now() + std::time::Duration::from_secs(40));
+    let stub = StubProvider::start(vec![Scripted::status(429, "{}").header("retry-after", &later)], 384).await;
+    let service = json!({"name": format!("stub {}", Uuid::new_v4()), "provider": "local",
+        "base_url": stub.base_url, "scope": "org"});
+    let (status, endpoint) = stack.call_json(&user, Method::POST, "/embedding-endpoints", Some(service)).await;
+    assert_eq!(status, 201, "{endpoint}");
+    let body = json!({"name": "Busy", "scope": "org", "embedding_provider": "local",
+        "embedding_model": "all-minilm-l6-v2", "embedding_endpoint_id": endpoint["id"]});
+    let (status, base) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
+    assert_eq!(status, 201, "{base}");
+
+    let started = std::time::Instant::now();
+    let response = stack
+        .http
+        .post(stack.url("/rag/search"))
+        .header("authorization", user.bearer())
+        .json(&json!({"query": "tides", "knowledge_base_ids": [base["id"]]}))
+        .send()
+        .await
+        .expect("search");
+    let took = started.elapsed();
+    assert_eq!(response.status().as_u16(), 503);
+    assert!(took < std::time::Duration::from_secs(25), "past the gateway's 29 s budget: {took:?}");
+    let wait: u64 = response.headers()["retry-after"].to_str().expect("ascii").parse().expect("seconds");
+    assert!((25..=40).contains(&wait), "the provider's own ask, from its date: {wait}");
+    let answer: Value = response.json().await.expect("JSON");
+    let message = answer["error"]["message"].as_str().expect("message");
+    assert!(message.contains("local embedding provider") && message.contains("rate limiting"), "{message}");
+    assert!(stub.requests() >= 2, "the search retried within its budget");
+}

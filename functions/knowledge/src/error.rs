@@ -32,6 +32,9 @@ pub enum KnowledgeError {
     /// A collection that cannot embed right now (no usable key, no service, provider down).
     #[error("{field}: {message}")]
     Unusable { field: &'static str, message: String },
+    /// The collection's provider cannot embed a query now (rate limited, slow, down).
+    #[error("{message}")]
+    ProviderBusy { message: String, retry_after_secs: u64 },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -60,6 +63,11 @@ impl KnowledgeError {
             }
             Self::Unusable { field, message } => {
                 ApiError::new(409, "collection_unusable", message.clone()).field(field, message)
+            }
+            Self::ProviderBusy { message, retry_after_secs } => {
+                ApiError::new(503, "provider_unavailable", message.clone())
+                    .field("collections", message)
+                    .retry_after(retry_after_secs)
             }
             Self::Store(error) => {
                 tracing::error!(error = %error, "database failure");

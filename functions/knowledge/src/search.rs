@@ -11,7 +11,7 @@ use lambda_http::{Body, Request, Response};
 use serde_json::{Map, Value, json};
 use sluice_domain::Caller;
 use sluice_domain::access::Access;
-use sluice_embed::client::{RetryPolicy, embed};
+use sluice_embed::client::{EmbedError, RetryPolicy, embed};
 use sluice_embed::credentials::target_for;
 use sluice_store::{Hit, KnowledgeBase, ScopeBase, SearchFilters};
 use sluice_web::json_response;
@@ -125,6 +125,32 @@ pub fn parse_filters(body: &Map<String, Value>) -> Result<SearchFilters, Knowled
     Ok(filters)
 }
 
+/// How long embedding a search's queries may take in all: API Gateway gives a request 29 s,
+/// and the searches themselves and a cold start need the rest. A provider that is slower,
+/// or asks to be left alone longer, is answered with Sluice's own `503` before the gateway
+/// would answer its timeout.
+const SEARCH_EMBED_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// A search's retries: few and short, inside the budget (ingest's are for a queue's patience).
+const SEARCH_RETRY: RetryPolicy = RetryPolicy {
+    attempts: 3,
+    first_delay: std::time::Duration::from_millis(250),
+    max_delay: std::time::Duration::from_secs(5),
+};
+
+/// The `503` for a provider that cannot embed the query now: it names the collection's
+/// provider, and `Retry-After` is the provider's own ask where it gave one (else 5 s).
+fn provider_busy(provider: &str, collection: &str, what: &str, asked: Option<std::time::Duration>) -> KnowledgeError {
+    let seconds = asked.map_or(5, |wait| wait.as_secs_f64().ceil() as u64).max(1);
+    KnowledgeError::ProviderBusy {
+        message: format!(
+            "search unavailable: the {provider} embedding provider {what} for collection {collection}; retry after \
+             {seconds} s"
+        ),
+        retry_after_secs: seconds,
+    }
+}
+
 /// `POST /rag/search` `{query, collections, top_k?, filters?, filter?}`; an agent bound to
 /// bases names them instead (`knowledge_base_ids`), and searches exactly their scope.
 pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result<Response<Body>, KnowledgeError> {
@@ -189,14 +215,27 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
         }
     }
     let mut hits: Vec<(String, Hit)> = Vec::new();
+    let deadline = std::time::Instant::now() + SEARCH_EMBED_BUDGET;
     for (name, group) in &by_name {
         let target = match target_for(&state.db, &state.vault, &group[0]).await.map_err(key_service)? {
             Ok(target) => target,
             Err(refusal) => return Err(KnowledgeError::Unusable { field: "collections", message: refusal }),
         };
-        let vector = match embed(&state.http, &target, std::slice::from_ref(&query), RetryPolicy::default()).await {
-            Ok(mut vectors) => vectors.remove(0),
-            Err(error) => {
+        let provider = &group[0].embedding_provider;
+        let remaining = deadline.saturating_duration_since(std::time::Instant::now());
+        let embedded =
+            tokio::time::timeout(remaining, embed(&state.http, &target, std::slice::from_ref(&query), SEARCH_RETRY));
+        let vector = match embedded.await {
+            Ok(Ok(mut vectors)) => vectors.remove(0),
+            Err(_) => return Err(provider_busy(provider, name, "did not embed the query in time", None)),
+            Ok(Err(EmbedError::RateLimited { retry_after })) => {
+                return Err(provider_busy(provider, name, "is rate limiting the query's embedding", retry_after));
+            }
+            Ok(Err(error)) if error.is_transient() => {
+                tracing::warn!(collection = %name, error = %error, "query not embedded");
+                return Err(provider_busy(provider, name, "is not answering", None));
+            }
+            Ok(Err(error)) => {
                 tracing::warn!(collection = %name, error = %error, "query not embedded");
                 return Err(KnowledgeError::Unusable {
                     field: "collections",

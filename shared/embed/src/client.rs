@@ -49,9 +49,9 @@ pub enum EmbedError {
     /// Another 4xx: the request itself was refused.
     #[error("the provider refused the request (HTTP {0})")]
     RequestRefused(u16),
-    /// Still rate limited after every retry.
+    /// Still rate limited after every retry; with the wait the provider last asked for.
     #[error("the provider kept rate limiting")]
-    RateLimited,
+    RateLimited { retry_after: Option<Duration> },
     /// Still failing with 5xx after every retry.
     #[error("the provider kept failing (HTTP {0})")]
     ProviderFailing(u16),
@@ -71,7 +71,7 @@ impl EmbedError {
     pub fn is_transient(&self) -> bool {
         // A missing model is the deployment's failure, never the document's: redelivered,
         // then dead-lettered (and alarmed), never recorded against the file.
-        matches!(self, Self::RateLimited | Self::ProviderFailing(_) | Self::Unreachable | Self::ModelMissing)
+        matches!(self, Self::RateLimited { .. } | Self::ProviderFailing(_) | Self::Unreachable | Self::ModelMissing)
     }
 
     /// A short, stable name for the error's type, for the stored message.
@@ -80,7 +80,7 @@ impl EmbedError {
             Self::CredentialRefused(_) => "CredentialRefused",
             Self::ModelNotServed => "ModelNotServed",
             Self::RequestRefused(_) => "RequestRefused",
-            Self::RateLimited => "RateLimited",
+            Self::RateLimited { .. } => "RateLimited",
             Self::ProviderFailing(_) => "ProviderFailing",
             Self::Unreachable => "ProviderUnreachable",
             Self::Malformed => "MalformedEmbeddings",
@@ -100,7 +100,7 @@ impl EmbedError {
             Self::RequestRefused(_) => {
                 "the provider refused this document's text; retry it, or report it if it persists"
             }
-            Self::RateLimited => "the provider is rate limiting this key; retry the document later",
+            Self::RateLimited { .. } => "the provider is rate limiting this key; retry the document later",
             Self::ProviderFailing(_) | Self::Unreachable => {
                 "the embedding provider is unavailable; retry the document later"
             }
@@ -125,10 +125,15 @@ struct Embedding {
     embedding: Vec<f32>,
 }
 
-/// The wait a `Retry-After` header asks for, in whole seconds (the HTTP-date form is not
-/// honoured: the backoff stands in for it).
+/// The wait a `Retry-After` header asks for, in either form: whole seconds, or an HTTP date
+/// (a date already past asks for no wait).
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim().parse::<u64>().ok().map(Duration::from_secs)
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(std::time::SystemTime::now()).unwrap_or(Duration::ZERO))
 }
 
 /// Embeds `texts` (one request) against `target`, retrying what may pass later.
@@ -174,7 +179,7 @@ pub async fn embed(
                 last = match status {
                     401 | 403 => return Err(EmbedError::CredentialRefused(status)),
                     404 => return Err(EmbedError::ModelNotServed),
-                    429 => EmbedError::RateLimited,
+                    429 => EmbedError::RateLimited { retry_after: asked },
                     500..=599 => EmbedError::ProviderFailing(status),
                     _ => return Err(EmbedError::RequestRefused(status)),
                 };
@@ -207,4 +212,27 @@ fn order(answer: Answer, count: usize, dimensions: usize) -> Result<Vec<Vec<f32>
         vectors[item.index] = Some(item.embedding);
     }
     vectors.into_iter().collect::<Option<Vec<_>>>().ok_or(EmbedError::Malformed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+
+    fn asking(value: &str) -> Option<Duration> {
+        let mut headers = HeaderMap::new();
+        headers.insert(RETRY_AFTER, HeaderValue::from_str(value).expect("header"));
+        retry_after(&headers)
+    }
+
+    #[test]
+    fn retry_after_is_read_in_seconds_and_as_an_http_date() {
+        assert_eq!(asking("7"), Some(Duration::from_secs(7)));
+        assert_eq!(asking("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO), "a date past asks no wait");
+        let later = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(90));
+        let wait = asking(&later).expect("a date");
+        assert!((Duration::from_secs(85)..=Duration::from_secs(90)).contains(&wait), "{wait:?}");
+        assert_eq!(asking("soon"), None);
+        assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
 }

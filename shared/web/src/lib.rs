@@ -16,11 +16,20 @@ pub struct ApiError {
     pub message: String,
     pub fields: BTreeMap<String, String>,
     pub extra: BTreeMap<String, Value>,
+    /// Seconds for a `Retry-After` header (a `503` that knows when to come back).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
     pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), fields: BTreeMap::new(), extra: BTreeMap::new() }
+        Self {
+            status,
+            code,
+            message: message.into(),
+            fields: BTreeMap::new(),
+            extra: BTreeMap::new(),
+            retry_after: None,
+        }
     }
 
     /// Names the input at fault.
@@ -63,8 +72,20 @@ impl ApiError {
         json!({"error": {"code": self.code, "message": self.message, "details": details}})
     }
 
+    /// Answers with `Retry-After: seconds`.
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+
     pub fn into_response(self) -> Response<Body> {
-        json_response(self.status, &self.to_json())
+        let mut response = json_response(self.status, &self.to_json());
+        if let Some(seconds) = self.retry_after
+            && let Ok(value) = lambda_http::http::HeaderValue::from_str(&seconds.to_string())
+        {
+            response.headers_mut().insert(lambda_http::http::header::RETRY_AFTER, value);
+        }
+        response
     }
 }
 
