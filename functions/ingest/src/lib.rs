@@ -24,8 +24,7 @@ use sluice_domain::ingestion::IngestionConfig;
 use sluice_embed::client::{RetryPolicy, Target, embed};
 use sluice_embed::credentials::target_for;
 use sluice_queue::SqsBatchResponse;
-use sluice_queue::jobs::{Dispatcher, DocumentJob, receive_count};
-use sluice_queue::jobs::{STAGE_LEASE, YIELD_DELAY_SECS};
+use sluice_queue::jobs::{Dispatcher, DocumentJob, STAGE_LEASE, receive_count};
 use sluice_store::{ChunkRow, Db, Document, KnowledgeBase, Stage, Turn, WriteOutcome};
 use sluice_vault::Vault;
 use std::time::Instant;
@@ -117,8 +116,7 @@ pub async fn ingest(state: &State, job: DocumentJob, deliveries: u32) -> Result<
         Turn::Yield { instead } => {
             // To the back of the queue (this delivery counts against nothing), and this
             // delivery does the other tenant's document now.
-            state.dispatcher.send_later("ingest", &job.yielded(), YIELD_DELAY_SECS).await?;
-            tracing::info!(id = %document.id, yields = job.yields + 1, "another tenant's document goes first");
+            state.dispatcher.yield_turn("ingest", &job).await?;
             if let Some(other) = instead {
                 ingest_in_turn_of(state, other).await;
             }

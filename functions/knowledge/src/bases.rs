@@ -195,8 +195,9 @@ pub async fn create_from(
             .or_keep(same_provider.and_then(|b| b.embedding_base_url.clone())),
         provider,
         model,
-        // An adopted key was checked above; the resolution checks it again as any other.
-        secret_inherited: false,
+        // An adopted key was checked above (`lendable`), and is for this provider, its
+        // holder's; a key named in the request is checked by the resolution.
+        secret_inherited: adopted_secret.is_some(),
     };
     let resolved = embedding::resolve(state, caller, scope, org_id, requested, Moment::Create).await?;
     let base = KnowledgeBase {

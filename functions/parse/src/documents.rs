@@ -11,7 +11,7 @@ use crate::{ParseError, State};
 use sluice_blob::BlobError;
 use sluice_domain::ingestion::IngestionConfig;
 use sluice_formats::{ExtractOptions, OcrOptions};
-use sluice_queue::jobs::{DocumentJob, STAGE_LEASE, YIELD_DELAY_SECS};
+use sluice_queue::jobs::{DocumentJob, STAGE_LEASE};
 use sluice_store::{Document, PARSE_DOCUMENT_TOPIC, Stage, Turn};
 
 /// Where a document's parsed text is kept.
@@ -44,14 +44,15 @@ pub async fn parse_document(state: &State, job: DocumentJob) -> Result<(), Parse
             // now; its own job, still queued, finds it parsed (or parses it again, harmlessly).
             state
                 .dispatcher
-                .send_later(PARSE_DOCUMENT_TOPIC, &job.yielded(), YIELD_DELAY_SECS)
+                .yield_turn(PARSE_DOCUMENT_TOPIC, &job)
                 .await
                 .map_err(|e| ParseError::Dispatch(e.to_string()))?;
-            tracing::info!(id = %document.id, yields = job.yields + 1, "another tenant's document goes first");
             if let Some(other) = instead {
-                let parsed = match state.db.document(other).await? {
-                    Some(other) if other.status == "processing" => parse_taken(state, &other).await,
-                    _ => Ok(()),
+                // This delivery's own job is already re-sent: nothing here may fail it.
+                let parsed = match state.db.document(other).await {
+                    Ok(Some(other)) if other.status == "processing" => parse_taken(state, &other).await,
+                    Ok(_) => Ok(()),
+                    Err(error) => Err(error.into()),
                 };
                 if let Err(error) = parsed {
                     tracing::warn!(id = %other, error = %error, "parsing in another's turn failed for now; its own job retries");

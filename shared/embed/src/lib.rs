@@ -8,7 +8,6 @@ pub mod credentials;
 pub mod in_process;
 pub mod network;
 
-use reqwest::Url;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -61,16 +60,13 @@ impl EndpointPolicy {
 
     /// Accepts an OpenRouter base URL, or says why not.
     pub fn check_openrouter(&self, base_url: &str) -> Result<(), String> {
-        let url = Url::parse(base_url).map_err(|_| format!("{base_url:?} is not a URL"))?;
-        if !url.username().is_empty() || url.password().is_some() || url.query().is_some() || url.fragment().is_some() {
-            return Err("an endpoint carries no credentials, query or fragment".to_owned());
-        }
+        let url = network::plain_url(base_url).map_err(|why| format!("{base_url:?}: {why}"))?;
         let host = url.host_str().unwrap_or_default();
         let openrouter = url.scheme() == "https"
             && url.port().is_none()
             && (host == "openrouter.ai" || host.ends_with(".openrouter.ai"));
-        let allow_listed = url.scheme() == "http"
-            && host.trim_start_matches('[').trim_end_matches(']').parse().is_ok_and(|ip| self.networks.allow_lists(ip));
+        let allow_listed =
+            url.scheme() == "http" && network::literal_ip(&url).is_some_and(|ip| self.networks.allow_lists(ip));
         if openrouter || allow_listed {
             Ok(())
         } else {

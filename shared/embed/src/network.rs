@@ -62,24 +62,11 @@ impl NetworkPolicy {
         is_public(ip) || self.allow_lists(ip)
     }
 
-    /// A tenant's service address, checked for its shape: `http(s)`, a host, no credentials,
-    /// query or fragment (which would take over the path Sluice appends), and a literal
-    /// address only where it may be connected to.
+    /// A tenant's service address, checked for its shape (`plain_url`) and, when its host is
+    /// a literal address, for where it leads.
     pub fn check_url(&self, text: &str) -> Result<Url, String> {
-        let url = Url::parse(text).map_err(|_| "not an http(s) URL".to_owned())?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err("not an http(s) URL".to_owned());
-        }
-        if !url.username().is_empty() || url.password().is_some() || url.query().is_some() || url.fragment().is_some() {
-            return Err("an address carries no credentials, query or fragment".to_owned());
-        }
-        let literal = match url.host() {
-            None => return Err("the address names no host".to_owned()),
-            Some(url::Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
-            Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
-            Some(url::Host::Domain(_)) => None,
-        };
-        match literal {
+        let url = plain_url(text)?;
+        match literal_ip(&url) {
             Some(ip) if !self.permits(ip) => Err(not_public()),
             _ => Ok(url),
         }
@@ -89,7 +76,10 @@ impl NetworkPolicy {
     /// is registered only where it can be reached, and never at a name that leads inward.
     pub async fn check_resolved(&self, text: &str) -> Result<Url, String> {
         let url = self.check_url(text)?;
-        let host = url.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_owned();
+        let host = match literal_ip(&url) {
+            Some(ip) => ip.to_string(),
+            None => url.host_str().unwrap_or_default().to_owned(),
+        };
         let port = url.port_or_known_default().unwrap_or(443);
         let addresses: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
             .await
@@ -102,6 +92,31 @@ impl NetworkPolicy {
             return Err(not_public());
         }
         Ok(url)
+    }
+}
+
+/// An `http(s)` address with a host and no credentials, query or fragment (which would take
+/// over the path Sluice appends).
+pub fn plain_url(text: &str) -> Result<Url, String> {
+    let url = Url::parse(text).map_err(|_| "not an http(s) URL".to_owned())?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err("not an http(s) URL".to_owned());
+    }
+    if !url.username().is_empty() || url.password().is_some() || url.query().is_some() || url.fragment().is_some() {
+        return Err("an address carries no credentials, query or fragment".to_owned());
+    }
+    if url.host().is_none() {
+        return Err("the address names no host".to_owned());
+    }
+    Ok(url)
+}
+
+/// The address a URL's host writes literally, if it does.
+pub fn literal_ip(url: &Url) -> Option<IpAddr> {
+    match url.host()? {
+        url::Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
+        url::Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
+        url::Host::Domain(_) => None,
     }
 }
 

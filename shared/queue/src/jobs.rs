@@ -9,7 +9,7 @@ use uuid::Uuid;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DocumentJob {
     pub document_id: Uuid,
-    /// How many times ingest has let another tenant's document go first with this one.
+    /// How many times this job has let another tenant's document go first (in parse or ingest).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub yields: u32,
 }
@@ -23,7 +23,7 @@ fn is_zero(n: &u32) -> bool {
 pub const MAX_YIELDS: u32 = 30;
 
 /// How long a yielded job waits before it is delivered again.
-pub const YIELD_DELAY_SECS: i32 = 1;
+const YIELD_DELAY_SECS: i32 = 1;
 
 /// How long a document counts as in a stage after it started: the functions' own timeout,
 /// after which a started attempt is dead.
@@ -36,7 +36,7 @@ impl DocumentJob {
     }
 
     /// The job as it is sent again after yielding its turn.
-    pub fn yielded(&self) -> serde_json::Value {
+    fn yielded(&self) -> serde_json::Value {
         serde_json::json!({"document_id": self.document_id, "yields": self.yields + 1})
     }
 }
@@ -102,6 +102,14 @@ impl Dispatcher {
     /// Sends `payload` to the queue of `topic`.
     pub async fn send(&self, topic: &str, payload: &serde_json::Value) -> Result<(), DispatchError> {
         self.send_later(topic, payload, 0).await
+    }
+
+    /// Sends `job`, which yielded its turn to another tenant's document, to the back of the
+    /// queue of `topic` (a new message: the yield counts against no delivery).
+    pub async fn yield_turn(&self, topic: &str, job: &DocumentJob) -> Result<(), DispatchError> {
+        self.send_later(topic, &job.yielded(), YIELD_DELAY_SECS).await?;
+        tracing::info!(id = %job.document_id, yields = job.yields + 1, "another tenant's document goes first");
+        Ok(())
     }
 
     /// Sends `payload` to the queue of `topic`, delivered no sooner than `delay_secs` from now
