@@ -87,18 +87,42 @@ impl StubProvider {
                     };
                 }
                 tokio::time::sleep(answer.delay).await;
-                let mut head = format!(
-                    "HTTP/1.1 {} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
-                    answer.status,
-                    answer.body.len()
-                );
-                for (name, value) in &answer.headers {
-                    head.push_str(&format!("{name}: {value}\r\n"));
-                }
-                head.push_str("\r\n");
-                let _ = socket.write_all(head.as_bytes()).await;
-                let _ = socket.write_all(answer.body.as_bytes()).await;
-                let _ = socket.shutdown().await;
+                write_answer(&mut socket, &answer).await;
+            }
+        });
+        stub
+    }
+
+    /// A counting stand-in in front of a real embedding service at `upstream` (a base URL
+    /// ending in `/v1`): each request is passed on and its answer returned, so what is
+    /// embedded is real and how much is counted.
+    pub async fn forwarding(upstream: &str) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let stub = Self {
+            base_url: format!("http://127.0.0.1:{port}/v1"),
+            requests: Arc::default(),
+            bodies: Arc::default(),
+            authorizations: Arc::default(),
+        };
+        let (seen, upstream, http) = (stub.clone(), format!("{upstream}/embeddings"), reqwest::Client::new());
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let (seen, upstream, http) = (seen.clone(), upstream.clone(), http.clone());
+                tokio::spawn(async move {
+                    let (body, _) = read_request(&mut socket).await;
+                    seen.requests.fetch_add(1, Ordering::SeqCst);
+                    seen.bodies.lock().expect("bodies").push(body.clone());
+                    let passed =
+                        http.post(&upstream).header("content-type", "application/json").body(body).send().await;
+                    let answer = match passed {
+                        Ok(response) => {
+                            Scripted::status(response.status().as_u16(), &response.text().await.unwrap_or_default())
+                        }
+                        Err(_) => Scripted::status(502, "{}"),
+                    };
+                    write_answer(&mut socket, &answer).await;
+                });
             }
         });
         stub
@@ -113,9 +137,35 @@ impl StubProvider {
         self.requests.load(Ordering::SeqCst)
     }
 
+    /// How many texts it was asked to embed, over every request.
+    pub fn inputs(&self) -> usize {
+        let bodies = self.bodies.lock().expect("bodies");
+        bodies
+            .iter()
+            .filter_map(|body| serde_json::from_str::<serde_json::Value>(body).ok())
+            .map(|request| request["input"].as_array().map_or(1, Vec::len))
+            .sum()
+    }
+
     pub fn authorizations(&self) -> Vec<String> {
         self.authorizations.lock().expect("auth").clone()
     }
+}
+
+/// Writes `answer` and closes the connection.
+async fn write_answer(socket: &mut tokio::net::TcpStream, answer: &Scripted) {
+    let mut head = format!(
+        "HTTP/1.1 {} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+        answer.status,
+        answer.body.len()
+    );
+    for (name, value) in &answer.headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let _ = socket.write_all(head.as_bytes()).await;
+    let _ = socket.write_all(answer.body.as_bytes()).await;
+    let _ = socket.shutdown().await;
 }
 
 /// Reads one request; its body and its `authorization` header.

@@ -87,6 +87,7 @@ fn request(stack: &Stack, door: &str, route: &str, user: &User, ids: &Ids) -> re
     let path = template
         .replace("{kb_id}", &ids.kb.to_string())
         .replace("{id}", &ids.file.to_string())
+        .replace("{tracking_id}", &ids.file.to_string())
         .replace("{n}", "1")
         .replace("{user_id}", &ids.other.to_string())
         .replace("{source_id}", &ids.source.to_string())

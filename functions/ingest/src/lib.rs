@@ -23,6 +23,7 @@ use sluice_domain::Config;
 use sluice_domain::ingestion::IngestionConfig;
 use sluice_embed::client::{RetryPolicy, Target, embed};
 use sluice_embed::credentials::target_for;
+use sluice_embed::tokens;
 use sluice_queue::SqsBatchResponse;
 use sluice_queue::jobs::{Dispatcher, DocumentJob, STAGE_LEASE, receive_count};
 use sluice_store::{ChunkRow, Db, Document, KnowledgeBase, Stage, Turn, WriteOutcome};
@@ -195,8 +196,16 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
         },
         None => return Err(Attempt::Failed(failure("ingest", "NotParsed", "retry the document"))),
     };
-    let config = IngestionConfig::from_stored(Some(&document.ingestion_config)).unwrap_or_default();
+    let model = base.model();
+    let config =
+        IngestionConfig::from_stored(Some(&document.ingestion_config), model).unwrap_or_else(|_| base.chunking());
     let chunks: Vec<_> = chunk(&text, &config).into_iter().filter(|c| !c.text.trim().is_empty()).collect();
+    // Counted, never hidden: a chunk the model cuts is embedded by its start alone.
+    let truncated = model.map_or(0, |model| chunks.iter().filter(|c| !tokens::read_whole(model, &c.text)).count());
+    if truncated > 0 {
+        tracing::warn!(id = %document.id, truncated, chunks = chunks.len(), size = config.chunk_size,
+            "chunks longer than the model reads whole; only their start is embedded");
+    }
     for oversize in chunks.iter().filter(|c| c.oversize) {
         tracing::warn!(id = %document.id, chars = oversize.text.chars().count(), size = config.chunk_size,
             "a piece with no separator left is over chunk_size; kept whole");
@@ -220,32 +229,38 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
     let staged = state.db.staged_chunks(document.id).await?.min(chunks.len());
     for (n, batch) in chunks[staged..].chunks(EMBED_BATCH).enumerate() {
         let first = staged + n * EMBED_BATCH;
-        let texts: Vec<String> = batch.iter().map(|c| c.text.clone()).collect();
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let vectors = match tokio::time::timeout(remaining, embed(&state.http, &target, &texts, state.retry)).await {
-            Err(_) => {
-                let advice = format!(
-                    "embedding the document took longer than {} s (the service answered too slowly); retry it later",
-                    state.config.document_embed_time_limit.as_secs()
-                );
-                return Err(Attempt::Failed(failure("embed", "TimeBudgetExceeded", &advice)));
+        let hashes: Vec<String> = batch.iter().map(|c| text_hash(&c.text)).collect();
+        // Texts the collection has embedded before reuse their vectors; each other text is
+        // embedded once.
+        let mut vectors = state.db.cached_vectors(&base.collection_name, &hashes).await?;
+        let mut missing: Vec<(&String, &String)> = Vec::new();
+        for (piece, hash) in batch.iter().zip(&hashes) {
+            if !vectors.contains_key(hash) && !missing.iter().any(|(h, _)| *h == hash) {
+                missing.push((hash, &piece.text));
             }
-            Ok(Ok(vectors)) => vectors,
-            Ok(Err(error)) if error.is_transient() => return Err(Attempt::Transient(error.into())),
-            Ok(Err(error)) => return Err(Attempt::Failed(failure("embed", error.type_name(), error.advice()))),
-        };
-        let rows: Vec<ChunkRow> = batch
-            .iter()
-            .zip(vectors)
-            .enumerate()
-            .map(|(i, (piece, embedding))| ChunkRow {
+        }
+        if !missing.is_empty() {
+            let texts: Vec<String> = missing.iter().map(|(_, text)| (*text).clone()).collect();
+            let embedded = embed_within(state, &target, &texts, deadline).await?;
+            vectors.extend(missing.iter().map(|(hash, _)| (*hash).clone()).zip(embedded));
+        }
+        let mut rows: Vec<ChunkRow> = Vec::with_capacity(batch.len());
+        for (i, (piece, content_hash)) in batch.iter().zip(hashes).enumerate() {
+            let Some(embedding) = vectors.get(&content_hash).cloned() else {
+                return Err(Attempt::Failed(failure(
+                    "embed",
+                    "Malformed",
+                    "the service answered too few vectors; retry it",
+                )));
+            };
+            rows.push(ChunkRow {
                 chunk_index: i32::try_from(first + i).unwrap_or(i32::MAX),
                 content: piece.text.replace('\0', ""),
-                content_hash: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(piece.text.as_bytes())),
-                metadata: chunk_metadata(piece.start, piece.end, &document.ocr_spans),
+                content_hash,
+                metadata: chunk_metadata(piece.start, piece.end, document),
                 embedding,
-            })
-            .collect();
+            });
+        }
         if state.db.stage_chunks(document, &rows).await?.is_none() {
             tracing::info!(id = %document.id, "document deleted or finished while embedding; nothing published");
             return Ok(());
@@ -254,7 +269,7 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
     let stopped = state.db.ensure_base_table(base.id, &base.collection_name, base.embedding_dim).await?;
     let outcome = match stopped {
         Some(outcome) => outcome,
-        None => state.db.publish_chunks(document).await?,
+        None => state.db.publish_chunks(document, i32::try_from(truncated).unwrap_or(i32::MAX)).await?,
     };
     match outcome {
         WriteOutcome::Written { chunks, retired, removal } => {
@@ -278,11 +293,44 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
     }
 }
 
-/// A chunk's place in the text, and `ocr: true` when any of it was read by OCR (so a search
-/// result can say its text may hold recognition errors).
-fn chunk_metadata(start: usize, end: usize, ocr_spans: &[(usize, usize)]) -> serde_json::Value {
-    let mut metadata = serde_json::json!({"start": start, "end": end});
-    if ocr_spans.iter().any(|&(from, to)| from < end && start < to) {
+/// The hash a chunk text is cached under.
+fn text_hash(text: &str) -> String {
+    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(text.as_bytes()))
+}
+
+/// Embeds `texts` within what is left of the document's time budget.
+async fn embed_within(
+    state: &State,
+    target: &Target,
+    texts: &[String],
+    deadline: Instant,
+) -> Result<Vec<Vec<f32>>, Attempt> {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    match tokio::time::timeout(remaining, embed(&state.http, target, texts, state.retry)).await {
+        Err(_) => {
+            let advice = format!(
+                "embedding the document took longer than {} s (the service answered too slowly); retry it later",
+                state.config.document_embed_time_limit.as_secs()
+            );
+            Err(Attempt::Failed(failure("embed", "TimeBudgetExceeded", &advice)))
+        }
+        Ok(Ok(vectors)) if vectors.len() == texts.len() => Ok(vectors),
+        Ok(Ok(_)) => Err(Attempt::Failed(failure(
+            "embed",
+            "Malformed",
+            "the service answered a different number of vectors; retry it",
+        ))),
+        Ok(Err(error)) if error.is_transient() => Err(Attempt::Transient(error.into())),
+        Ok(Err(error)) => Err(Attempt::Failed(failure("embed", error.type_name(), error.advice()))),
+    }
+}
+
+/// A chunk's place in the text, where the document's date came from (`date_source`), and
+/// `ocr: true` when any of it was read by OCR (so a search result can say its text may hold
+/// recognition errors).
+fn chunk_metadata(start: usize, end: usize, document: &Document) -> serde_json::Value {
+    let mut metadata = serde_json::json!({"start": start, "end": end, "date_source": document.date_source});
+    if document.ocr_spans.iter().any(|&(from, to)| from < end && start < to) {
         metadata["ocr"] = serde_json::Value::Bool(true);
     }
     metadata

@@ -10,7 +10,8 @@ use lambda_http::{Body, Request, Response};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use sluice_domain::access::{self, Access, Scope};
-use sluice_domain::ingestion::IngestionConfig;
+use sluice_domain::catalog::Model;
+use sluice_domain::ingestion::{IngestionConfig, IngestionConfigError};
 use sluice_domain::{Caller, catalog, collection};
 use sluice_store::{Claim, Claimant, GrantedBase, KnowledgeBase};
 use sluice_web::json_response;
@@ -40,7 +41,7 @@ pub struct BaseView {
 }
 
 pub fn view(base: KnowledgeBase, access: Access) -> BaseView {
-    let ingestion_config = IngestionConfig::from_stored(base.ingestion_config.as_ref()).unwrap_or_default();
+    let ingestion_config = base.chunking();
     BaseView {
         id: base.id,
         name: base.name,
@@ -90,15 +91,22 @@ const CREATE_FIELDS: &[&str] = &[
     "ingestion_config",
 ];
 
-/// A stored ingestion configuration from a request's field (`null`: the defaults).
-fn ingestion_config(body: &Map<String, Value>, current: Option<&Value>) -> Result<Field<Value>, KnowledgeError> {
+/// A stored ingestion configuration from a request's field (`null`: the defaults), merged
+/// onto the current one (or `model`'s defaults) and refused when `model` would cut its chunks.
+fn ingestion_config(
+    body: &Map<String, Value>,
+    current: Option<&Value>,
+    model: &Model,
+) -> Result<Field<Value>, KnowledgeError> {
+    let refused = |e: IngestionConfigError| KnowledgeError::InvalidFields { message: e.message(), fields: e.fields };
     match body.get("ingestion_config") {
         None => Ok(Field::Absent),
         Some(Value::Null) => Ok(Field::Null),
         Some(changes) => {
-            let base = IngestionConfig::from_stored(current).unwrap_or_default();
-            let merged = IngestionConfig::merged(base, changes)
-                .map_err(|e| KnowledgeError::InvalidFields { message: e.message(), fields: e.fields })?;
+            let base = IngestionConfig::from_stored(current, Some(model))
+                .unwrap_or_else(|_| IngestionConfig::default_for(Some(model)));
+            let merged = IngestionConfig::merged(base, changes).map_err(refused)?;
+            merged.fits(model).map_err(refused)?;
             Ok(Field::Set(merged.to_value()))
         }
     }
@@ -154,7 +162,6 @@ pub async fn create_from(
     let schema_tables = state.db.schema_tables().await?;
     collection::validate_collection_name(&collection_name, &schema_tables)
         .map_err(|e| invalid("collection_name", e.message))?;
-    let ingestion = ingestion_config(body, None)?.or_keep(None);
 
     // A name that exists lends its embedding, what the caller leaves out adopted — but only
     // to a caller who may write a base holding it (the claim's own rule, asked before
@@ -200,6 +207,7 @@ pub async fn create_from(
         secret_inherited: adopted_secret.is_some(),
     };
     let resolved = embedding::resolve(state, caller, scope, org_id, requested, Moment::Create).await?;
+    let ingestion = ingestion_config(body, None, resolved.model)?.or_keep(None);
     let base = KnowledgeBase {
         id: Uuid::new_v4(),
         name,
@@ -345,7 +353,8 @@ pub async fn patch(
         }),
     };
     let resolved = embedding::resolve(state, caller, base.scope, base.org_id, requested, Moment::Move).await?;
-    let ingestion = ingestion_config(&body, base.ingestion_config.as_ref())?.or_keep(base.ingestion_config.clone());
+    let ingestion =
+        ingestion_config(&body, base.ingestion_config.as_ref(), resolved.model)?.or_keep(base.ingestion_config.clone());
     let name = match fields::text(&body, "name")? {
         Field::Set(name) => name,
         Field::Null => return Err(invalid("name", "a base always has a name")),

@@ -136,27 +136,7 @@ pub async fn documents(
     };
     let mut page = state.db.documents_of(base.id, after, limit + 1).await?;
     let next = (page.len() as i64 > limit).then(|| page.truncate(limit as usize)).and(page.last().map(|d| d.id));
-    let documents: Vec<Value> = page
-        .into_iter()
-        .map(|d| {
-            json!({
-                "id": d.id,
-                "filename": d.filename,
-                "filesize": d.filesize,
-                "filetype": d.filetype,
-                "status": d.status,
-                "error_message": d.error_message,
-                "chunk_count": d.chunk_count,
-                "vector_document_id": d.vector_document_id,
-                "organizational_unit": d.organizational_unit,
-                "has_file": d.storage_path.is_some(),
-                "source": d.source,
-                "source_path": d.source_path,
-                "created_at": d.created_at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
-                "completed_at": d.completed_at.and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok()),
-            })
-        })
-        .collect();
+    let documents: Vec<Value> = page.iter().map(sluice_store::Document::api_view).collect();
     Ok(json_response(200, &json!({ "documents": documents, "next_cursor": next })))
 }
 
@@ -164,6 +144,8 @@ pub async fn documents(
 pub async fn ingestion(state: &State, caller: &Caller, id: Uuid) -> Result<Response<Body>, KnowledgeError> {
     let (base, _) = reach(state, caller, id, Access::View).await?;
     let counts = state.db.collection_counts(&base).await?;
+    // The latest re-index while it runs; `null` once it is done (or there was none).
+    let reindexing = state.db.reindex_progress(base.id).await?.filter(|p| !p.complete());
     Ok(json_response(
         200,
         &json!({
@@ -171,6 +153,7 @@ pub async fn ingestion(state: &State, caller: &Caller, id: Uuid) -> Result<Respo
             "processing_count": counts.processing,
             "indexed_count": counts.indexed,
             "failed_count": counts.failed,
+            "reindexing": reindexing,
         }),
     ))
 }

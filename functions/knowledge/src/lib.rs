@@ -8,6 +8,7 @@ mod embedding;
 mod endpoints;
 mod error;
 mod fields;
+mod reindex;
 mod search;
 mod secrets;
 mod sources;
@@ -73,6 +74,7 @@ enum Route {
     NoSuchGrant,
     Ingestion(Uuid),
     Documents(Uuid),
+    Reindex(Uuid),
     /// A base route naming an id that cannot exist: answered like an absent base.
     NoSuchBase,
     ListCollections,
@@ -125,6 +127,7 @@ fn route(method: &str, path: &str) -> Option<Route> {
         },
         ("GET", ["kb", id, "ingestion"]) => base(id, Route::Ingestion),
         ("GET", ["kb", id, "documents"]) => base(id, Route::Documents),
+        ("POST", ["kb", id, "reindex"]) => base(id, Route::Reindex),
         ("GET", ["kb", id, "sync-sources"]) => base(id, Route::ListSources),
         ("POST", ["kb", id, "sync-sources"]) => base(id, Route::CreateSource),
         ("GET", ["kb", kb, "sync-sources", id]) => source(kb, id, Route::Source),
@@ -165,6 +168,7 @@ pub async fn handle(state: &State, request: Request) -> Response<Body> {
             Route::NoSuchGrant => Err(KnowledgeError::Missing("Grant")),
             Route::Ingestion(id) => collections::ingestion(state, &caller, id).await,
             Route::Documents(id) => collections::documents(state, &caller, id, &request).await,
+            Route::Reindex(id) => reindex::start(state, &caller, id).await,
             Route::NoSuchBase => Err(KnowledgeError::NotFound),
             Route::ListCollections => collections::list(state, &caller).await,
             Route::CreateCollection(name) => collections::create(state, &caller, &name, &request).await,

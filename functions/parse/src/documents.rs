@@ -129,7 +129,8 @@ pub async fn document_landed(state: &State, key: &str) -> Result<(), ParseError>
 /// How a document is read: its collection's page limit and OCR settings, within the
 /// deployment's document budgets. OCR reads every scanned page up to `max_pages`.
 fn document_options(config: &sluice_domain::Config, document: &Document) -> ExtractOptions {
-    let ingestion = IngestionConfig::from_stored(Some(&document.ingestion_config)).unwrap_or_default();
+    // Only the reading settings are used here, and no model changes them.
+    let ingestion = IngestionConfig::from_stored(Some(&document.ingestion_config), None).unwrap_or_default();
     let mut options = ExtractOptions::new(config.document_text_max_chars)
         .with_max_pages(ingestion.max_pages)
         .with_ocr(ingestion.auto_ocr.then_some(OcrOptions { dpi: ingestion.ocr_dpi, max_pages: ingestion.max_pages }));
@@ -156,6 +157,7 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
         }
     };
     let ocr_spans = extraction.ocr_spans;
+    let own_date = extraction.date;
     let Some(text) = extraction.text.filter(|t| !t.trim().is_empty()) else {
         let why = extraction.unreadable.unwrap_or_else(|| "the document holds no text".to_owned());
         let advice = if options.ocr.is_some() {
@@ -170,7 +172,8 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
     }
     let parsed = parsed_key(document);
     state.blob.put_encrypted(&parsed, bytes::Bytes::from(text), "text/plain; charset=utf-8").await?;
-    if !state.db.set_parsed_path(document.id, &parsed, &ocr_spans).await? {
+    let date = own_date.map(|own| (own.date, own.source.as_str()));
+    if !state.db.set_parsed_path(document.id, &parsed, &ocr_spans, date).await? {
         // Deleted while it was parsed: what was just written is garbage. The removal is
         // queued first, so it outlives a failure here and the sweep finishes it.
         let objects = [parsed];

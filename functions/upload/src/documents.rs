@@ -16,7 +16,7 @@ use lambda_http::{Body, Request, Response};
 use serde_json::json;
 use sha2::Digest;
 use sluice_domain::access::{self, Access};
-use sluice_domain::ingestion::IngestionConfig;
+use sluice_domain::ingestion::{IngestionConfig, IngestionConfigError};
 use sluice_domain::{Caller, safe_filename};
 use sluice_store::{Accepted, DOCUMENT_UPLOAD_PREFIX, Document, KnowledgeBase, PARSE_DOCUMENT_TOPIC};
 use sluice_web::json_response;
@@ -124,6 +124,8 @@ pub async fn ingest(
         organizational_unit: unit,
         source: "upload".to_owned(),
         document_date: OffsetDateTime::now_utc().date(),
+        date_source: "upload".to_owned(),
+        truncated_chunks: 0,
         content_hash: Some(hex::encode(sha2::Sha256::digest(&file.bytes))),
         ingestion_config: config.to_value(),
         replace_previous,
@@ -157,14 +159,20 @@ fn reserved() -> UploadError {
     }
 }
 
-/// The base's chunking with the upload's override merged on, judged as a whole.
+/// The base's chunking with the upload's override merged on, judged as a whole; an
+/// override whose chunks the base's model would cut is refused (the base's own setting was
+/// judged when it was set).
 fn chunking(base: &KnowledgeBase, override_json: Option<&String>) -> Result<IngestionConfig, UploadError> {
-    let base_config = IngestionConfig::from_stored(base.ingestion_config.as_ref()).unwrap_or_default();
+    let base_config = base.chunking();
     let Some(text) = override_json.filter(|t| !t.trim().is_empty()) else { return Ok(base_config) };
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|_| UploadError::invalid("ingestion", "ingestion must be a JSON object"))?;
-    IngestionConfig::merged(base_config, &value)
-        .map_err(|e| UploadError::InvalidFields { message: e.message(), fields: e.fields })
+    let refused = |e: IngestionConfigError| UploadError::InvalidFields { message: e.message(), fields: e.fields };
+    let merged = IngestionConfig::merged(base_config, &value).map_err(refused)?;
+    if let Some(model) = base.model() {
+        merged.fits(model).map_err(refused)?;
+    }
+    Ok(merged)
 }
 
 /// The form's unit: trimmed; blank is none.
@@ -306,6 +314,8 @@ pub async fn create_intent(
         organizational_unit: unit,
         source: "upload".to_owned(),
         document_date: OffsetDateTime::now_utc().date(),
+        date_source: "upload".to_owned(),
+        truncated_chunks: 0,
         content_hash: None,
         ingestion_config: config.to_value(),
         replace_previous,
@@ -339,14 +349,7 @@ pub async fn create_intent(
 
 /// A document the caller may write (through its base), or exactly "Document not found".
 async fn writable_document(state: &AppState, caller: &Caller, id: Uuid) -> Result<Document, UploadError> {
-    let not_found = || UploadError::NotFound("document");
-    let document = state.db.document(id).await?.ok_or_else(not_found)?;
-    let kb_id = document.kb_id.ok_or_else(not_found)?;
-    let held = state.db.knowledge_base(kb_id, caller.user_id).await?.ok_or_else(not_found)?;
-    if access::decide(caller, &held.base.ownership(), held.grant) != Access::Edit {
-        return Err(not_found());
-    }
-    Ok(document)
+    crate::readback::document_for(state, caller, id, Access::Edit).await
 }
 
 /// `POST /rag/documents/{id}/retry`: a failed document is read again from its stored

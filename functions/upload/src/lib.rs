@@ -7,6 +7,7 @@ mod error;
 mod files;
 mod intents;
 mod multipart;
+mod readback;
 
 pub use error::UploadError;
 
@@ -75,6 +76,10 @@ enum Route {
     SupportedFormats,
     RetryDocument(Uuid),
     DeleteDocument(Uuid),
+    /// A document by its id, or by the `tracking_id` an upload answered (the same id).
+    Document(Uuid),
+    DocumentText(Uuid),
+    DocumentFile(Uuid),
     /// A document route naming an id that cannot exist.
     NoSuchDocument,
 }
@@ -101,6 +106,11 @@ fn route(method: &str, path: &str) -> Option<Route> {
         ("GET", ["rag", "supported-formats"]) => Route::SupportedFormats,
         ("POST", ["rag", "documents", id, "retry"]) => file_id(id).map_or(Route::NoSuchDocument, Route::RetryDocument),
         ("DELETE", ["rag", "documents", id]) => file_id(id).map_or(Route::NoSuchDocument, Route::DeleteDocument),
+        ("GET", ["rag", "documents", "by-tracking", id]) | ("GET", ["rag", "documents", id]) => {
+            file_id(id).map_or(Route::NoSuchDocument, Route::Document)
+        }
+        ("GET", ["rag", "documents", id, "text"]) => file_id(id).map_or(Route::NoSuchDocument, Route::DocumentText),
+        ("GET", ["rag", "documents", id, "file"]) => file_id(id).map_or(Route::NoSuchDocument, Route::DocumentFile),
         _ => return None,
     })
 }
@@ -130,6 +140,9 @@ pub async fn handle(state: &AppState, request: Request) -> Response<Body> {
             Route::SupportedFormats => Ok(documents::supported_formats()),
             Route::RetryDocument(id) => documents::retry(state, &caller, id).await,
             Route::DeleteDocument(id) => documents::delete(state, &caller, id).await,
+            Route::Document(id) => readback::get(state, &caller, id).await,
+            Route::DocumentText(id) => readback::text(state, &caller, id, &request).await,
+            Route::DocumentFile(id) => readback::file(state, &caller, id).await,
             Route::NoSuchDocument => Err(UploadError::NotFound("document")),
         }
     }
@@ -152,6 +165,11 @@ mod tests {
         assert_eq!(route("GET", "/api/v1/files/not-a-uuid"), Some(Route::NoSuchFile));
         assert_eq!(route("GET", &format!("/api/v1/files/{id}/pages/2")), Some(Route::FilePage(id, 2)));
         assert_eq!(route("GET", &format!("/api/v1/files/{id}/pages/x")), Some(Route::NoSuchFile));
+        assert_eq!(route("GET", &format!("/api/v1/rag/documents/{id}")), Some(Route::Document(id)));
+        assert_eq!(route("GET", &format!("/api/v1/rag/documents/by-tracking/{id}")), Some(Route::Document(id)));
+        assert_eq!(route("GET", "/api/v1/rag/documents/by-tracking/nope"), Some(Route::NoSuchDocument));
+        assert_eq!(route("GET", &format!("/api/v1/rag/documents/{id}/text")), Some(Route::DocumentText(id)));
+        assert_eq!(route("GET", &format!("/api/v1/rag/documents/{id}/file")), Some(Route::DocumentFile(id)));
         assert_eq!(route("PUT", "/api/v1/files/upload"), None);
         assert_eq!(route("GET", "/files/upload"), None);
     }

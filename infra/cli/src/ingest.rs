@@ -133,6 +133,8 @@ async fn one_file(
         organizational_unit: None,
         source: "operator".to_owned(),
         document_date: now.date(),
+        date_source: "upload".to_owned(),
+        truncated_chunks: 0,
         content_hash: Some(hash.clone()),
         ingestion_config: base.ingestion_config.clone().unwrap_or_else(|| serde_json::json!({})),
         replace_previous: false,

@@ -26,6 +26,7 @@
 //!   application login (`SLUICE_DB_SECRET_ID`); it prints what it applied as JSON.
 
 mod ingest;
+mod reindex;
 mod sync;
 
 use clap::{Parser, Subcommand};
@@ -74,6 +75,14 @@ enum Command {
     },
     /// Apply the migrations and create the application login (the deploy's migrate step).
     Migrate,
+    /// Re-chunk every indexed document of a knowledge base under its current configuration
+    /// (from the parsed text; only chunk texts the collection has not embedded are embedded),
+    /// with a progress bar until the last one is indexed again.
+    Reindex {
+        /// The knowledge base.
+        #[arg(long = "knowledge-base")]
+        knowledge_base: Uuid,
+    },
     /// Ingest a local directory into a collection, addressed by absolute path, with a progress bar.
     RagIngest {
         /// The directory (or one file).
@@ -143,6 +152,7 @@ async fn run() -> ExitCode {
             ingest::run(&path, &collection, knowledge_base, mode).await
         }
         Command::Sync { source_id, confirm_removals } => sync::run(source_id, confirm_removals).await,
+        Command::Reindex { knowledge_base } => reindex::run(knowledge_base).await,
     }
 }
 

@@ -4,8 +4,9 @@ use std::process::ExitCode;
 use uuid::Uuid;
 
 /// The deployment's configuration as an operator's shell has it: the key from
-/// `SLUICE_KMS_KEY_ID` (else the local stack's alias), the parse queue from
-/// `SLUICE_PARSE_QUEUE_URL` (else the local stack's `sluice-parse`).
+/// `SLUICE_KMS_KEY_ID` (else the local stack's alias), the parse and ingest queues from
+/// `SLUICE_PARSE_QUEUE_URL` and `SLUICE_INGEST_QUEUE_URL` (else the local stack's
+/// `sluice-parse` and `sluice-ingest`).
 pub async fn operator_config(sdk: &aws_config::SdkConfig) -> Result<sluice_domain::Config, String> {
     let key = match std::env::var("SLUICE_KMS_KEY_ID") {
         Ok(key) => key,
@@ -15,19 +16,24 @@ pub async fn operator_config(sdk: &aws_config::SdkConfig) -> Result<sluice_domai
             described.ok().and_then(|d| d.key_metadata?.arn).ok_or("the key alias does not resolve")?
         }
     };
-    let parse_queue = match std::env::var("SLUICE_PARSE_QUEUE_URL") {
-        Ok(url) => Some(url),
-        Err(_) => {
-            let sqs = aws_sdk_sqs::Client::new(sdk);
-            sqs.get_queue_url().queue_name("sluice-parse").send().await.ok().and_then(|o| o.queue_url)
-        }
-    };
+    let parse_queue = queue_url(sdk, "SLUICE_PARSE_QUEUE_URL", "sluice-parse").await;
+    let ingest_queue = queue_url(sdk, "SLUICE_INGEST_QUEUE_URL", "sluice-ingest").await;
     sluice_domain::Config::from_lookup(|name| match name {
         "SLUICE_KMS_KEY_ID" => Some(key.clone()),
         "SLUICE_PARSE_QUEUE_URL" => parse_queue.clone(),
+        "SLUICE_INGEST_QUEUE_URL" => ingest_queue.clone(),
         other => std::env::var(other).ok(),
     })
     .map_err(|e| e.to_string())
+}
+
+/// A queue's URL from `variable`, else the URL of the queue `name`.
+async fn queue_url(sdk: &aws_config::SdkConfig, variable: &str, name: &str) -> Option<String> {
+    if let Ok(url) = std::env::var(variable) {
+        return Some(url);
+    }
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    sqs.get_queue_url().queue_name(name).send().await.ok().and_then(|o| o.queue_url)
 }
 
 /// `sluice sync SOURCE_ID`: see the command's description in `main.rs`.

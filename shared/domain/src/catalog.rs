@@ -23,6 +23,25 @@ pub struct Model {
     /// The embedding space: one model served by several providers (OpenAI's own and
     /// through OpenRouter) writes vectors in one space, so a base may move between them.
     pub space: String,
+    /// The most tokens of one input the model reads (special tokens included); the rest
+    /// of a longer input is cut off before embedding.
+    pub max_input_tokens: u32,
+}
+
+/// Characters a token is counted as when sizing chunks: English prose runs at four or
+/// more, so a chunk this many characters a token fits the model with room to spare.
+pub const CHARS_PER_TOKEN: u32 = 3;
+
+impl Model {
+    /// The longest chunk, in characters, the model is taken to read whole.
+    pub fn max_chunk_chars(&self) -> u32 {
+        self.max_input_tokens.saturating_sub(2).saturating_mul(CHARS_PER_TOKEN)
+    }
+}
+
+/// A provider's model, from the catalog.
+pub fn model(provider_id: &str, model_id: &str) -> Option<&'static Model> {
+    provider(provider_id)?.model(model_id)
 }
 
 /// One row of `GET /rag/embedding-models`.
@@ -32,6 +51,11 @@ pub struct CatalogEntry {
     pub model: String,
     pub dim: u32,
     pub keyless: bool,
+    /// The most tokens of one input the model reads.
+    pub max_input_tokens: u32,
+    /// The longest `chunk_size` a base on this model accepts, and its default.
+    pub max_chunk_size: u32,
+    pub default_chunk_size: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -79,6 +103,9 @@ pub fn entries(provider_id: Option<&str>) -> Option<Vec<CatalogEntry>> {
                     model: m.model.clone(),
                     dim: m.dim,
                     keyless: p.keyless,
+                    max_input_tokens: m.max_input_tokens,
+                    max_chunk_size: m.max_chunk_chars(),
+                    default_chunk_size: crate::ingestion::IngestionConfig::default_for(Some(m)).chunk_size,
                 })
             })
             .collect(),

@@ -4,9 +4,11 @@
 //! same fields whichever entry point refused: `ingestion_config.<setting>` for a setting
 //! of its own, `ingestion_config` for the pair rule (`chunk_overlap < chunk_size`).
 
+use crate::catalog::Model;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// The chunk size of a base whose model reads at least this much whole.
 pub const DEFAULT_CHUNK_SIZE: u32 = 2500;
 pub const DEFAULT_CHUNK_OVERLAP: u32 = 200;
 /// A chunk is embedded whole; beyond this no embedding model reads it anyway.
@@ -110,9 +112,37 @@ impl IngestionConfig {
         Ok(merged)
     }
 
-    /// A stored configuration (`None`: the defaults).
-    pub fn from_stored(stored: Option<&Value>) -> Result<Self, IngestionConfigError> {
-        stored.map_or(Ok(Self::default()), |value| Self::merged(Self::default(), value))
+    /// The defaults for a base embedding with `model`: `DEFAULT_CHUNK_SIZE`, or less when the
+    /// model reads less whole (rounded down to 50 characters), and an overlap of at most a
+    /// fifth of it.
+    pub fn default_for(model: Option<&Model>) -> Self {
+        let chunk_size = model.map_or(DEFAULT_CHUNK_SIZE, |m| DEFAULT_CHUNK_SIZE.min(m.max_chunk_chars() / 50 * 50));
+        let chunk_size = chunk_size.max(MIN_CHUNK_SIZE);
+        Self { chunk_size, chunk_overlap: DEFAULT_CHUNK_OVERLAP.min(chunk_size / 5), ..Self::default() }
+    }
+
+    /// A stored configuration merged onto `model`'s defaults (`None`, or what it leaves out,
+    /// takes them).
+    pub fn from_stored(stored: Option<&Value>, model: Option<&Model>) -> Result<Self, IngestionConfigError> {
+        let defaults = Self::default_for(model);
+        stored.map_or(Ok(defaults.clone()), |value| Self::merged(defaults, value))
+    }
+
+    /// Refuses chunks longer than `model` reads whole: the model would embed their start and
+    /// never see the rest.
+    pub fn fits(&self, model: &Model) -> Result<(), IngestionConfigError> {
+        let limit = model.max_chunk_chars();
+        if self.chunk_size > limit {
+            return Err(IngestionConfigError::one(
+                "chunk_size",
+                format!(
+                    "must be at most {limit} characters for {}: it reads {} tokens of a chunk (about {limit} \
+                     characters) and would never see the rest of a longer one",
+                    model.model, model.max_input_tokens
+                ),
+            ));
+        }
+        Ok(())
     }
 
     pub fn validate(&self) -> Result<(), IngestionConfigError> {
@@ -184,6 +214,25 @@ fn whole_number(key: &str, value: &Value) -> Result<u32, IngestionConfigError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_base_s_defaults_follow_its_model_and_chunks_it_would_cut_are_refused() {
+        let minilm = crate::catalog::model("local", "all-minilm-l6-v2").expect("in the catalog");
+        let small = crate::catalog::model("openai", "text-embedding-3-small").expect("in the catalog");
+        let local = IngestionConfig::default_for(Some(minilm));
+        assert_eq!((local.chunk_size, local.chunk_overlap), (750, 150));
+        assert!(local.fits(minilm).is_ok());
+        assert_eq!(IngestionConfig::default_for(Some(small)), IngestionConfig::default());
+        assert_eq!(IngestionConfig::from_stored(None, Some(minilm)).expect("defaults"), local);
+        let stored = json!({"chunk_size": 600});
+        assert_eq!(IngestionConfig::from_stored(Some(&stored), Some(minilm)).expect("merged").chunk_overlap, 150);
+        let refused = IngestionConfig::default().fits(minilm).expect_err("2500 is cut");
+        assert_eq!(refused.fields[0].0, "ingestion_config.chunk_size");
+        assert!(refused.fields[0].1.contains("762") && refused.fields[0].1.contains("256 tokens"), "{refused:?}");
+        let biggest = IngestionConfig { chunk_size: small.max_chunk_chars(), ..IngestionConfig::default() };
+        assert!(biggest.fits(small).is_ok());
+        assert!(IngestionConfig { chunk_size: small.max_chunk_chars() + 1, ..biggest }.fits(small).is_err());
+    }
 
     #[test]
     fn an_override_is_judged_merged_with_what_it_overrides() {

@@ -3,6 +3,7 @@
 use crate::budget::TextBudget;
 use crate::check::{Refusal, RefusalCode};
 use crate::container::{Container, ContainerError, ContainerLimits};
+use crate::dates::{self, OwnDate};
 use crate::kinds::{FileKind, FileType};
 use crate::office::{self, ReadError};
 use crate::scan::{OcrOptions, Scanner};
@@ -38,6 +39,9 @@ pub struct Extraction {
     /// Byte spans of `text` that OCR read (chunks within them are marked `ocr`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ocr_spans: Vec<(usize, usize)>,
+    /// The date the file's own metadata gives, when it gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date: Option<OwnDate>,
 }
 
 /// How much a parse may spend.
@@ -103,6 +107,7 @@ pub fn extract(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Resul
                     .ok()
                     .and_then(|s| Some((u32::try_from(s.width).ok()?, u32::try_from(s.height).ok()?))),
                 pages,
+                date: dates::exif_created(bytes),
                 ..Extraction::default()
             };
             if let Some(ocr) = options.ocr {
@@ -205,8 +210,10 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
     // reader); a panic makes the file unreadable instead of failing the request.
     let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), ReadError> {
         match kind.extension {
-            "pdf" => crate::pdf::pdf(bytes, &mut budget, options.max_pages, scanner.as_mut())
-                .map(|stats| extraction.pages = Some(stats.pages)),
+            "pdf" => crate::pdf::pdf(bytes, &mut budget, options.max_pages, scanner.as_mut()).map(|stats| {
+                extraction.pages = Some(stats.pages);
+                extraction.date = stats.date;
+            }),
             "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" => Container::open(bytes, options.limits)
                 .map_err(ReadError::from)
                 .and_then(|mut container| match kind.extension {
@@ -217,7 +224,7 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
                     _ => sheets::xlsx(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
                 }),
             "xls" => sheets::xls(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
-            "msg" => crate::msg::msg(bytes, &mut budget),
+            "msg" => crate::msg::msg(bytes, &mut budget).map(|date| extraction.date = date),
             "doc" => crate::doc::doc(bytes, &mut budget, options.time_limit),
             other => Err(ReadError::Unreadable(format!(
                 "text extraction for .{other} files is not available in this version"
@@ -227,6 +234,12 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
     let outcome = read.unwrap_or_else(|_| Err(ReadError::Unreadable("the parser failed on this file".to_owned())));
     match outcome {
         Ok(()) => {
+            if matches!(kind.extension, "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm") {
+                // The text was read; a package whose properties cannot be read keeps the upload's day.
+                extraction.date = Container::open(bytes, options.limits)
+                    .ok()
+                    .and_then(|mut container| dates::package_created(&mut container));
+            }
             budget.trim_end();
             let (text, truncated) = budget.finish();
             extraction.truncated = truncated;

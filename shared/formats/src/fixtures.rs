@@ -57,6 +57,10 @@ pub fn xlsx(sheet_xml: &str) -> Vec<u8> {
 
 /// A PDF with one page of Helvetica text per entry of `pages`, with a correct xref table.
 pub fn pdf(pages: &[&str]) -> Vec<u8> {
+    pdf_pages(pages, None)
+}
+
+fn pdf_pages(pages: &[&str], info: Option<&str>) -> Vec<u8> {
     let mut objects: Vec<String> = Vec::new();
     let page_ids: Vec<usize> = (0..pages.len()).map(|i| 4 + 2 * i).collect();
     objects.push("<< /Type /Catalog /Pages 2 0 R >>".to_owned());
@@ -75,13 +79,96 @@ pub fn pdf(pages: &[&str]) -> Vec<u8> {
             .collect();
         objects.push(format!("<< /Length {} >>\nstream\n{lines}endstream", lines.len()));
     }
+    if let Some(info) = info {
+        objects.push(format!("<< {info} >>"));
+    }
+    let info_id = info.map(|_| objects.len());
     let objects: Vec<Vec<u8>> = objects.into_iter().map(String::into_bytes).collect();
-    pdf_file(&objects)
+    pdf_file_with_info(&objects, info_id)
+}
+
+/// `pdf(pages)` with an Info dictionary of `info` entries (`/CreationDate (D:2019…)`).
+pub fn pdf_with_info(pages: &[&str], info: &str) -> Vec<u8> {
+    pdf_pages(pages, Some(info))
+}
+
+/// The OpenDocument namespace declarations a text document's parts use.
+pub const ODF: &str = r#"xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:meta="urn:oasis:names:tc:opendocument:xmlns:meta:1.0""#;
+
+/// An OpenDocument text of `paragraphs`, created (per `meta.xml`) at `created`.
+pub fn odt_created(paragraphs: &[&str], created: &str) -> Vec<u8> {
+    let body: String = paragraphs.iter().map(|p| format!("<text:p>{p}</text:p>")).collect();
+    zip(&[
+        ("mimetype", "application/vnd.oasis.opendocument.text"),
+        (
+            "content.xml",
+            &format!(
+                "<office:document-content {ODF}><office:body><office:text>{body}</office:text></office:body></office:document-content>"
+            ),
+        ),
+        (
+            "meta.xml",
+            &format!(
+                "<office:document-meta {ODF}><office:meta><meta:creation-date>{created}</meta:creation-date></office:meta></office:document-meta>"
+            ),
+        ),
+    ])
+}
+
+/// A DOCX of `paragraphs` whose core properties say it was created at `created`.
+pub fn docx_created(paragraphs: &[&str], created: &str) -> Vec<u8> {
+    let body: String = paragraphs.iter().map(|p| format!("<w:p><w:r><w:t>{p}</w:t></w:r></w:p>")).collect();
+    zip(&[
+        ("[Content_Types].xml", "<Types/>"),
+        ("word/document.xml", &format!("<w:document {W}><w:body>{body}</w:body></w:document>")),
+        (
+            "docProps/core.xml",
+            &format!(
+                r#"<cp:coreProperties xmlns:cp="http://schemas.openxmlformats.org/package/2006/metadata/core-properties" xmlns:dcterms="http://purl.org/dc/terms/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><dcterms:created xsi:type="dcterms:W3CDTF">{created}</dcterms:created></cp:coreProperties>"#
+            ),
+        ),
+    ])
+}
+
+/// `picture` as a JPEG whose EXIF says it was taken at `taken` (`YYYY:MM:DD HH:MM:SS`).
+pub fn jpeg_taken(picture: &image::GrayImage, taken: &str) -> Vec<u8> {
+    let mut plain = Vec::new();
+    picture.write_to(&mut std::io::Cursor::new(&mut plain), image::ImageFormat::Jpeg).expect("encode a JPEG");
+    // A little-endian TIFF structure: IFD0 points to the Exif IFD, which holds
+    // DateTimeOriginal (0x9003, ASCII, 20 bytes with its NUL) stored after it.
+    let mut tiff: Vec<u8> = b"II*\0".to_vec();
+    tiff.extend_from_slice(&8u32.to_le_bytes());
+    let entry = |tag: u16, kind: u16, count: u32, value: u32| {
+        [tag.to_le_bytes().as_slice(), &kind.to_le_bytes(), &count.to_le_bytes(), &value.to_le_bytes()].concat()
+    };
+    tiff.extend_from_slice(&1u16.to_le_bytes());
+    tiff.extend_from_slice(&entry(0x8769, 4, 1, 26));
+    tiff.extend_from_slice(&0u32.to_le_bytes());
+    tiff.extend_from_slice(&1u16.to_le_bytes());
+    tiff.extend_from_slice(&entry(0x9003, 2, 20, 44));
+    tiff.extend_from_slice(&0u32.to_le_bytes());
+    let mut date = taken.as_bytes().to_vec();
+    date.resize(19, b' ');
+    date.push(0);
+    tiff.extend_from_slice(&date);
+    let mut segment = b"Exif\0\0".to_vec();
+    segment.extend_from_slice(&tiff);
+    let mut out = plain[..2].to_vec();
+    out.extend_from_slice(&[0xFF, 0xE1]);
+    out.extend_from_slice(&u16::try_from(segment.len() + 2).expect("small").to_be_bytes());
+    out.extend_from_slice(&segment);
+    out.extend_from_slice(&plain[2..]);
+    out
 }
 
 /// A PDF file of `objects` (numbered from 1, the first the catalog) with a correct xref
 /// table.
 fn pdf_file(objects: &[Vec<u8>]) -> Vec<u8> {
+    pdf_file_with_info(objects, None)
+}
+
+/// `pdf_file` whose trailer names object `info_id` as the Info dictionary.
+fn pdf_file_with_info(objects: &[Vec<u8>], info_id: Option<usize>) -> Vec<u8> {
     let mut out = b"%PDF-1.4\n".to_vec();
     let mut offsets = Vec::new();
     for (i, object) in objects.iter().enumerate() {
@@ -96,7 +183,12 @@ fn pdf_file(objects: &[Vec<u8>]) -> Vec<u8> {
         out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
     }
     out.extend_from_slice(
-        format!("trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1).as_bytes(),
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R {}>>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1,
+            info_id.map(|id| format!("/Info {id} 0 R ")).unwrap_or_default()
+        )
+        .as_bytes(),
     );
     out
 }

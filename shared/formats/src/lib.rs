@@ -7,6 +7,7 @@
 pub mod archive;
 pub mod budget;
 pub mod container;
+pub mod dates;
 pub mod doc;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;

@@ -4,6 +4,7 @@
 //! listed by name and never opened.
 
 use crate::budget::{Stop, TextBudget};
+use crate::dates::OwnDate;
 use crate::office::ReadError;
 use encoding_rs::Encoding;
 use std::io::{Cursor, Read};
@@ -103,15 +104,14 @@ fn string_property(file: &mut Compound<'_>, storage: &str, id: u16, encoding: &'
     Some(text.trim_end_matches('\0').to_owned())
 }
 
-fn filetime(value: &[u8; 8]) -> Option<String> {
-    let ticks = u64::from_le_bytes(*value);
+fn filetime(ticks: u64) -> Option<String> {
     let seconds = i64::try_from(ticks / 10_000_000).ok()? - 11_644_473_600;
     let at = time::OffsetDateTime::from_unix_timestamp(seconds).ok()?;
     at.format(&time::format_description::well_known::Rfc2822).ok()
 }
 
-/// Reads a `.msg` into the budget.
-pub fn msg(bytes: &[u8], budget: &mut TextBudget) -> Result<(), ReadError> {
+/// Reads a `.msg` into the budget; the message's own date (sent, else delivered) when it has one.
+pub fn msg(bytes: &[u8], budget: &mut TextBudget) -> Result<Option<OwnDate>, ReadError> {
     let mut file = cfb::CompoundFile::open(Cursor::new(bytes))
         .map_err(|e| ReadError::Unreadable(format!("not a readable Outlook message: {e}")))?;
     if !file.is_stream("/__properties_version1.0") && !file.is_stream("/__nameid_version1.0/__substg1.0_00020102") {
@@ -137,11 +137,14 @@ pub fn msg(bytes: &[u8], budget: &mut TextBudget) -> Result<(), ReadError> {
             header.push_str(&format!("{label}: {value}\n"));
         }
     }
-    let date = [CLIENT_SUBMIT_TIME, DELIVERY_TIME]
+    let sent = [CLIENT_SUBMIT_TIME, DELIVERY_TIME]
         .iter()
         .find_map(|wanted| properties.iter().find(|(id, kind, _)| id == wanted && *kind == 0x0040))
-        .and_then(|(_, _, value)| filetime(value));
-    if let Some(date) = date {
+        .map(|(_, _, value)| u64::from_le_bytes(*value));
+    let own_date = sent
+        .and_then(crate::dates::filetime_date)
+        .map(|date| OwnDate { date, source: crate::dates::DateSource::MsgDate });
+    if let Some(date) = sent.and_then(filetime) {
         header.push_str(&format!("Date: {date}\n"));
     }
     let body = body_text(&mut file, encoding);
@@ -162,7 +165,7 @@ pub fn msg(bytes: &[u8], budget: &mut TextBudget) -> Result<(), ReadError> {
         Ok(())
     })();
     match result {
-        Ok(()) | Err(Stop::Budget) => Ok(()),
+        Ok(()) | Err(Stop::Budget) => Ok(own_date),
         Err(Stop::Time) => Err(ReadError::Time),
     }
 }

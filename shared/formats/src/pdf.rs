@@ -8,12 +8,13 @@
 //! with a real text layer is never OCRed.
 
 use crate::budget::{Stop, TextBudget};
+use crate::dates::{DateSource, OwnDate};
 use crate::office::ReadError;
 use crate::scan::Scanner;
 use image::GrayImage;
 use pdfium_render::prelude::{
-    PdfPage, PdfPageObjectCommon, PdfPageObjectType, PdfPageObjectsCommon, PdfRenderConfig, Pdfium, PdfiumError,
-    PdfiumInternalError,
+    PdfDocument, PdfDocumentMetadataTagType, PdfPage, PdfPageObjectCommon, PdfPageObjectType, PdfPageObjectsCommon,
+    PdfRenderConfig, Pdfium, PdfiumError, PdfiumInternalError,
 };
 use std::sync::OnceLock;
 
@@ -56,10 +57,26 @@ pub fn ensure_available() -> Result<(), String> {
 pub struct PdfStats {
     pub pages: u32,
     pub pages_read: u32,
+    /// The document's own date, from its Info dictionary.
+    pub date: Option<OwnDate>,
 }
 
 /// Extracts the text of at most `max_pages` pages into the budget, OCRing scanned pages
 /// when `scanner` is given.
+/// The Info dictionary's `CreationDate`, else its `ModDate`.
+fn own_date(document: &PdfDocument<'_>) -> Option<OwnDate> {
+    let metadata = document.metadata();
+    [
+        (PdfDocumentMetadataTagType::CreationDate, DateSource::PdfCreationDate),
+        (PdfDocumentMetadataTagType::ModificationDate, DateSource::PdfModDate),
+    ]
+    .into_iter()
+    .find_map(|(tag, source)| {
+        let date = crate::dates::pdf_date(metadata.get(tag)?.value())?;
+        Some(OwnDate { date, source })
+    })
+}
+
 pub fn pdf(
     bytes: &[u8],
     budget: &mut TextBudget,
@@ -74,7 +91,7 @@ pub fn pdf(
         other => ReadError::Unreadable(format!("not a readable PDF: {other}")),
     })?;
     let pages = document.pages();
-    let mut stats = PdfStats { pages: pages.len().max(0) as u32, pages_read: 0 };
+    let mut stats = PdfStats { pages: pages.len().max(0) as u32, pages_read: 0, date: own_date(&document) };
     let max_pages = max_pages.clamp(1, MAX_PAGES);
     let last = pages.len().min(max_pages as i32);
     for index in 0..last {

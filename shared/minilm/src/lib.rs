@@ -25,6 +25,35 @@ pub enum ModelError {
     Inference(#[from] candle_core::Error),
 }
 
+/// The model's tokenizer alone, untruncated: how many tokens a text is, to tell whether the
+/// model reads it whole.
+pub struct TokenCounter {
+    tokenizer: Tokenizer,
+}
+
+impl std::fmt::Debug for TokenCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenCounter").field("model", &MODEL_ID).finish_non_exhaustive()
+    }
+}
+
+impl TokenCounter {
+    /// Loads `tokenizer.json` from `dir`, with its own padding and truncation turned off.
+    pub fn load(dir: &Path) -> Result<Self, ModelError> {
+        let mut tokenizer =
+            Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+        tokenizer.with_padding(None);
+        tokenizer.with_truncation(None).map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+        Ok(Self { tokenizer })
+    }
+
+    /// The tokens `text` is, with the two special tokens the model adds.
+    pub fn count(&self, text: &str) -> Result<usize, ModelError> {
+        let encoding = self.tokenizer.encode(text, true).map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+        Ok(encoding.get_ids().len())
+    }
+}
+
 /// The loaded model and tokenizer.
 pub struct Embedder {
     model: BertModel,

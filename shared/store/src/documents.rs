@@ -33,6 +33,12 @@ pub struct Document {
     pub organizational_unit: Option<String>,
     pub source: String,
     pub document_date: Date,
+    /// Where `document_date` came from: the file's own metadata (`pdf_creation_date`,
+    /// `pdf_mod_date`, `dcterms_created`, `odf_creation_date`, `msg_date`,
+    /// `exif_date_time_original`) or `upload`, the day it arrived.
+    pub date_source: String,
+    /// Chunks longer than the embedding model reads whole (counted, never hidden).
+    pub truncated_chunks: i32,
     pub content_hash: Option<String>,
     pub ingestion_config: serde_json::Value,
     /// Once indexed, it retires the base's earlier documents of the same filename.
@@ -50,7 +56,8 @@ pub struct Document {
 const DOCUMENT_COLUMNS: &str = "id, collection_name, kb_id, org_id, owner_id, filename, filesize, filetype, \
     mime_type, status, error_message, vector_document_id, chunk_count, storage_path, parsed_path, \
     organizational_unit, source, document_date, content_hash, ingestion_config, replace_previous, created_at, \
-    completed_at, source_path, sync_source_id, sync_run_id, source_etag, replaces_document_id, ocr_spans";
+    completed_at, source_path, sync_source_id, sync_run_id, source_etag, replaces_document_id, ocr_spans, date_source, \
+    truncated_chunks";
 
 fn document(row: &Row) -> Document {
     Document {
@@ -72,6 +79,8 @@ fn document(row: &Row) -> Document {
         organizational_unit: row.get("organizational_unit"),
         source: row.get("source"),
         document_date: row.get("document_date"),
+        date_source: row.get("date_source"),
+        truncated_chunks: row.get("truncated_chunks"),
         content_hash: row.get("content_hash"),
         ingestion_config: row.get("ingestion_config"),
         replace_previous: row.get("replace_previous"),
@@ -101,6 +110,44 @@ impl Document {
     /// `document` for every other writer.
     pub fn writer_kind(&self) -> &'static str {
         if self.source_path.as_deref().is_some_and(|p| p.starts_with('/')) { "operator" } else { "document" }
+    }
+}
+
+impl Document {
+    /// The document as the HTTP API shows it, in a base's listing and read back alone.
+    /// `tracking_id` is the id the upload answered with; `ocr` counts the spans of the text
+    /// OCR read, when any.
+    pub fn api_view(&self) -> serde_json::Value {
+        let rfc3339 = |t: OffsetDateTime| t.format(&time::format_description::well_known::Rfc3339).ok();
+        let ocr = (!self.ocr_spans.is_empty()).then(|| {
+            let characters: usize = self.ocr_spans.iter().map(|(start, end)| end - start).sum();
+            serde_json::json!({"spans": self.ocr_spans.len(), "bytes": characters})
+        });
+        serde_json::json!({
+            "id": self.id,
+            "tracking_id": self.id,
+            "kb_id": self.kb_id,
+            "collection_name": self.collection_name,
+            "filename": self.filename,
+            "filesize": self.filesize,
+            "filetype": self.filetype,
+            "mime_type": self.mime_type,
+            "status": self.status,
+            "error_message": self.error_message,
+            "chunk_count": self.chunk_count,
+            "truncated_chunks": self.truncated_chunks,
+            "vector_document_id": self.vector_document_id,
+            "organizational_unit": self.organizational_unit,
+            "has_file": self.storage_path.is_some(),
+            "has_text": self.parsed_path.is_some(),
+            "ocr": ocr,
+            "source": self.source,
+            "source_path": self.source_path,
+            "document_date": self.document_date.to_string(),
+            "date_source": self.date_source,
+            "created_at": rfc3339(self.created_at),
+            "completed_at": self.completed_at.and_then(rfc3339),
+        })
     }
 }
 
@@ -335,18 +382,25 @@ impl Db {
         Ok(row.as_ref().map(document))
     }
 
-    /// Records a document's parsed text; `false` when the row is gone (deleted meanwhile).
-    /// Records where a document's parsed text is, with the spans of it OCR read.
+    /// Records where a document's parsed text is, with the spans of it OCR read and the
+    /// document's own date (with its source) when the file gave one; `false` when the row
+    /// is gone (deleted meanwhile).
     pub async fn set_parsed_path(
         &self,
         id: Uuid,
         path: &str,
         ocr_spans: &[(usize, usize)],
+        own_date: Option<(Date, &str)>,
     ) -> Result<bool, StoreError> {
         let client = self.client().await?;
         let spans = (!ocr_spans.is_empty()).then(|| serde_json::json!(ocr_spans));
+        let (date, source) = own_date.unzip();
         let updated = client
-            .execute("UPDATE rag_documents SET parsed_path = $2, ocr_spans = $3 WHERE id = $1", &[&id, &path, &spans])
+            .execute(
+                "UPDATE rag_documents SET parsed_path = $2, ocr_spans = $3, \
+                 document_date = coalesce($4, document_date), date_source = coalesce($5, date_source) WHERE id = $1",
+                &[&id, &path, &spans, &date, &source],
+            )
             .await?;
         Ok(updated == 1)
     }
@@ -519,7 +573,8 @@ impl Db {
     /// base waits for it, or it finds the base gone) and the document's row (likewise): the
     /// document becomes searchable whole, never in part. Chunks an earlier attempt published
     /// are replaced, so a redelivered message never duplicates a chunk. The table must exist.
-    pub async fn publish_chunks(&self, doc: &Document) -> Result<WriteOutcome, StoreError> {
+    /// `truncated_chunks` is how many of them the model could not read whole.
+    pub async fn publish_chunks(&self, doc: &Document, truncated_chunks: i32) -> Result<WriteOutcome, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         if tx.query_opt("SELECT 1 FROM knowledge_bases WHERE id = $1 FOR SHARE", &[&doc.kb_id]).await?.is_none() {
@@ -566,9 +621,9 @@ impl Db {
         tx.execute("DELETE FROM rag_chunk_staging WHERE document_id = $1", &[&doc.id]).await?;
         let count = i32::try_from(written).unwrap_or(i32::MAX);
         tx.execute(
-            "UPDATE rag_documents SET status = 'done', chunk_count = $2, vector_document_id = id, \
+            "UPDATE rag_documents SET status = 'done', chunk_count = $2, truncated_chunks = $3, vector_document_id = id, \
              error_message = NULL, completed_at = now() WHERE id = $1",
-            &[&doc.id, &count],
+            &[&doc.id, &count, &truncated_chunks],
         )
         .await?;
         // A replacement: the new vectors are in; the older documents of the same name in

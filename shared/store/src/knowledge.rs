@@ -33,6 +33,18 @@ impl KnowledgeBase {
     pub fn ownership(&self) -> BaseOwnership {
         BaseOwnership { scope: self.scope, owner_id: self.owner_id, org_id: self.org_id }
     }
+
+    /// The catalog's entry for the model the base embeds with.
+    pub fn model(&self) -> Option<&'static sluice_domain::catalog::Model> {
+        sluice_domain::catalog::model(&self.embedding_provider, &self.embedding_model)
+    }
+
+    /// The base's whole ingestion configuration: what it stores, over its model's defaults.
+    pub fn chunking(&self) -> sluice_domain::ingestion::IngestionConfig {
+        use sluice_domain::ingestion::IngestionConfig;
+        IngestionConfig::from_stored(self.ingestion_config.as_ref(), self.model())
+            .unwrap_or_else(|_| IngestionConfig::default_for(self.model()))
+    }
 }
 
 /// A base with the caller's explicit grant on it, if any.

@@ -8,6 +8,7 @@ mod credentials;
 mod documents;
 mod knowledge;
 mod migrate;
+mod reindex;
 mod removals;
 mod search;
 mod sync;
@@ -26,6 +27,7 @@ pub use documents::{
 };
 pub use knowledge::{Claim, Claimant, GrantedBase, KnowledgeBase};
 pub use migrate::{MigrationReport, SCHEMA_VERSION};
+pub use reindex::{INGEST_TOPIC, ReindexProgress, ReindexStart};
 pub use removals::Reaped;
 pub use search::{Hit, ScopeBase, SearchFilters};
 pub use sync::{

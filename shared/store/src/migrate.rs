@@ -20,6 +20,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (9, "ocr", include_str!("../migrations/0009_ocr.sql")),
     (10, "bounded_ingest", include_str!("../migrations/0010_bounded_ingest.sql")),
     (11, "fair_parse", include_str!("../migrations/0011_fair_parse.sql")),
+    (12, "read_back_and_reindex", include_str!("../migrations/0012_read_back_and_reindex.sql")),
 ];
 
 /// The schema version this build's code is written against.

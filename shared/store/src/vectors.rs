@@ -84,6 +84,33 @@ impl Db {
         Ok(())
     }
 
+    /// The vectors the collection `name` already holds for chunk texts of these hashes: the
+    /// collection's embedding cache. A collection embeds in one space (its model never
+    /// changes), so a chunk text it has embedded before is never paid for again — a
+    /// re-index, a replacement, a document sharing paragraphs with another. Empty when the
+    /// table does not exist yet.
+    pub async fn cached_vectors(
+        &self,
+        name: &str,
+        hashes: &[String],
+    ) -> Result<std::collections::HashMap<String, Vec<f32>>, StoreError> {
+        let client = self.client().await?;
+        if hashes.is_empty() || vector_width(&client, name).await?.is_none() {
+            return Ok(std::collections::HashMap::new());
+        }
+        let table = collection::vector_table(name);
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT DISTINCT ON (content_hash) content_hash, embedding FROM \"{table}\" \
+                     WHERE content_hash = ANY($1)"
+                ),
+                &[&hashes],
+            )
+            .await?;
+        Ok(rows.iter().map(|row| (row.get::<_, String>(0), row.get::<_, pgvector::Vector>(1).to_vec())).collect())
+    }
+
     /// The width of `rag_<name>`, or `None` when there is no such vector table.
     pub async fn vector_table_width(&self, name: &str) -> Result<Option<i32>, StoreError> {
         let client = self.client().await?;

@@ -214,7 +214,7 @@ async fn write(db: &Db, document: &Document, rows: &[ChunkRow]) {
     for batch in rows.chunks(INGEST_BATCH) {
         db.stage_chunks(document, batch).await.expect("stage").expect("the document is processing");
     }
-    db.publish_chunks(document).await.expect("publish");
+    db.publish_chunks(document, 0).await.expect("publish");
 }
 
 /// The ingest function's batch (`sluice_ingest::EMBED_BATCH`).
