@@ -2,6 +2,7 @@
 //! (`infra/local/test` starts it) over HTTP with real tokens, and look behind it with the
 //! real S3 client and a real PostgreSQL connection.
 
+pub mod contract;
 pub mod stub;
 pub mod vectors;
 
@@ -227,8 +228,11 @@ impl Stack {
         path: &str,
         body: Option<serde_json::Value>,
     ) -> (u16, serde_json::Value) {
-        let (status, text) = self.call(user, method, path, body).await;
-        (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}")))
+        let (status, text) = self.call(user, method.clone(), path, body).await;
+        let answer: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"));
+        self.holds_to_contract(method.as_str(), path, status, &answer);
+        (status, answer)
     }
 
     /// Uploads a document into a base (`POST /kb/{kb_id}/documents`); its `202` answer.
@@ -243,7 +247,17 @@ impl Stack {
             .await
             .expect("upload");
         assert_eq!(response.status().as_u16(), 202);
-        response.json().await.expect("json")
+        let answer: serde_json::Value = response.json().await.expect("json");
+        self.holds_to_contract("POST", &format!("/kb/{kb_id}/documents"), 202, &answer);
+        answer
+    }
+
+    /// Fails the test when an answer breaks `docs/openapi.yaml`.
+    pub fn holds_to_contract(&self, method: &str, path: &str, status: u16, answer: &serde_json::Value) {
+        let path = format!("/api/v1{}", path.split('?').next().unwrap_or_default());
+        if let Err(broken) = contract::contract().check(method, &path, status, answer) {
+            panic!("{broken}");
+        }
     }
 
     /// Waits until a base reports `complete` (nothing processing); its ingestion counts.

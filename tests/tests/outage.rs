@@ -6,6 +6,7 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
+use sluice_e2e::contract::template_routes;
 use sluice_e2e::{Stack, User};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -38,21 +39,6 @@ const TELLTALES: &[&str] = &[
     "kb_grants",
     "sqlstate",
 ];
-
-/// The template's HTTP routes, as `METHOD /path`.
-fn template_routes() -> Vec<String> {
-    let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).expect("template");
-    let mut routes = Vec::new();
-    let mut method = None;
-    for line in template.lines().map(str::trim) {
-        if let Some(m) = line.strip_prefix("Method: ") {
-            method = Some(m.to_owned());
-        } else if let (Some(path), Some(m)) = (line.strip_prefix("Path: /api/v1/"), method.take()) {
-            routes.push(format!("{m} /api/v1/{path}"));
-        }
-    }
-    routes
-}
 
 async fn door_without_database(stack: &Stack) -> String {
     let config = stack.config().await;

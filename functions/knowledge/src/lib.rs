@@ -102,7 +102,44 @@ enum Route {
     AllSyncLogs,
 }
 
+/// Every route this function serves: its router answers nothing else, and the test in
+/// `tests/tests/contract.rs` holds the table against `docs/openapi.yaml` and the template.
+pub const ROUTES: &[&str] = &[
+    "GET /api/v1/rag/embedding-models",
+    "GET /api/v1/rag/embedding-models/openrouter",
+    "POST /api/v1/kb",
+    "GET /api/v1/kb",
+    "GET /api/v1/kb/{kb_id}",
+    "PATCH /api/v1/kb/{kb_id}",
+    "DELETE /api/v1/kb/{kb_id}",
+    "POST /api/v1/kb/{kb_id}/grants",
+    "DELETE /api/v1/kb/{kb_id}/grants/{user_id}",
+    "GET /api/v1/kb/{kb_id}/ingestion",
+    "GET /api/v1/kb/{kb_id}/documents",
+    "POST /api/v1/kb/{kb_id}/reindex",
+    "GET /api/v1/kb/{kb_id}/sync-sources",
+    "POST /api/v1/kb/{kb_id}/sync-sources",
+    "GET /api/v1/kb/{kb_id}/sync-sources/{source_id}",
+    "PATCH /api/v1/kb/{kb_id}/sync-sources/{source_id}",
+    "DELETE /api/v1/kb/{kb_id}/sync-sources/{source_id}",
+    "POST /api/v1/kb/{kb_id}/sync-sources/{source_id}/sync",
+    "GET /api/v1/kb/{kb_id}/sync-sources/{source_id}/logs",
+    "GET /api/v1/rag/sync/logs",
+    "GET /api/v1/rag/collections",
+    "POST /api/v1/rag/collections/{name}",
+    "DELETE /api/v1/rag/collections/{name}",
+    "GET /api/v1/rag/collections/{name}/info",
+    "GET /api/v1/rag/collections/{name}/filter-values",
+    "POST /api/v1/rag/search",
+    "POST /api/v1/secrets",
+    "GET /api/v1/secrets",
+    "DELETE /api/v1/secrets/{secret_id}",
+    "POST /api/v1/embedding-endpoints",
+    "GET /api/v1/embedding-endpoints",
+];
+
 fn route(method: &str, path: &str) -> Option<Route> {
+    sluice_web::route_template(ROUTES, method, path)?;
     let path = path.strip_prefix("/api/v1/")?.trim_end_matches('/');
     let segments: Vec<&str> = path.split('/').collect();
     let base = |id: &str, found: fn(Uuid) -> Route| Uuid::parse_str(id).map_or(Route::NoSuchBase, found);
@@ -234,6 +271,31 @@ async fn openrouter_models(state: &State, request: &Request) -> Result<Response<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_route_in_the_table_is_served_and_nothing_else_is() {
+        for entry in ROUTES {
+            let (method, template) = entry.split_once(' ').expect("METHOD /path");
+            let id = Uuid::new_v4().to_string();
+            let path = template
+                .split('/')
+                .map(|s| match s {
+                    "{name}" => "docs",
+                    s if s.starts_with('{') => id.as_str(),
+                    s => s,
+                })
+                .collect::<Vec<_>>()
+                .join("/");
+            let routed = route(method, &path);
+            let refused = matches!(
+                routed,
+                Some(Route::NoSuchBase | Route::NoSuchGrant | Route::NoSuchSecret | Route::NoSuchSource)
+            );
+            assert!(routed.is_some() && !refused, "{entry}: {routed:?}");
+        }
+        assert_eq!(route("PUT", "/api/v1/kb"), None);
+        assert_eq!(route("GET", "/api/v1/rag/search"), None);
+    }
 
     #[test]
     fn routes_are_decided_by_method_and_path() {

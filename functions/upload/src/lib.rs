@@ -84,7 +84,31 @@ enum Route {
     NoSuchDocument,
 }
 
+/// Every route this function serves: its router answers nothing else, and the test in
+/// `tests/tests/contract.rs` holds the table against `docs/openapi.yaml` and the template.
+pub const ROUTES: &[&str] = &[
+    "POST /api/v1/files/upload",
+    "POST /api/v1/files/uploads",
+    "GET /api/v1/files/{id}",
+    "GET /api/v1/files/{id}/content",
+    "GET /api/v1/files/{id}/text",
+    "GET /api/v1/files/{id}/pages/{n}",
+    "DELETE /api/v1/files/{id}",
+    "POST /api/v1/messages/{message_id}/attachments",
+    "POST /api/v1/kb/{kb_id}/documents",
+    "POST /api/v1/kb/{kb_id}/documents/uploads",
+    "POST /api/v1/rag/collections/{name}/ingest",
+    "GET /api/v1/rag/supported-formats",
+    "GET /api/v1/rag/documents/{id}",
+    "GET /api/v1/rag/documents/by-tracking/{tracking_id}",
+    "GET /api/v1/rag/documents/{id}/text",
+    "GET /api/v1/rag/documents/{id}/file",
+    "POST /api/v1/rag/documents/{id}/retry",
+    "DELETE /api/v1/rag/documents/{id}",
+];
+
 fn route(method: &str, path: &str) -> Option<Route> {
+    sluice_web::route_template(ROUTES, method, path)?;
     let path = path.strip_prefix("/api/v1/")?.trim_end_matches('/');
     let segments: Vec<&str> = path.split('/').collect();
     let file_id = |s: &str| Uuid::parse_str(s).ok();
@@ -172,5 +196,30 @@ mod tests {
         assert_eq!(route("GET", &format!("/api/v1/rag/documents/{id}/file")), Some(Route::DocumentFile(id)));
         assert_eq!(route("PUT", "/api/v1/files/upload"), None);
         assert_eq!(route("GET", "/files/upload"), None);
+    }
+
+    #[test]
+    fn every_route_in_the_table_is_served_and_nothing_else_is() {
+        for entry in ROUTES {
+            let (method, template) = entry.split_once(' ').expect("METHOD /path");
+            let id = Uuid::new_v4().to_string();
+            let path = template
+                .split('/')
+                .map(|s| match s {
+                    "{n}" => "1",
+                    "{name}" => "docs",
+                    s if s.starts_with('{') => id.as_str(),
+                    s => s,
+                })
+                .collect::<Vec<_>>()
+                .join("/");
+            let routed = route(method, &path);
+            assert!(
+                routed.is_some()
+                    && !matches!(routed, Some(Route::NoSuchFile | Route::NoSuchBase | Route::NoSuchDocument)),
+                "{entry}: {routed:?}"
+            );
+        }
+        assert_eq!(route("POST", "/api/v1/files/upload/extra"), None);
     }
 }

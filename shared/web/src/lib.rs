@@ -89,6 +89,26 @@ impl ApiError {
     }
 }
 
+/// The route table entry (`"METHOD /api/v1/path/{param}"`) a request matches: the same
+/// method, and the same segments where a `{param}` matches any one segment (a trailing `/`
+/// is ignored). A function's router answers only what its table lists, and the table is
+/// what `docs/openapi.yaml` and the deployment template are held against.
+pub fn route_template<'a>(routes: &[&'a str], method: &str, path: &str) -> Option<&'a str> {
+    let path = path.trim_end_matches('/');
+    routes.iter().copied().find(|route| {
+        let Some((route_method, template)) = route.split_once(' ') else { return false };
+        let (mut wanted, mut given) = (template.split('/'), path.split('/'));
+        route_method == method
+            && loop {
+                match (wanted.next(), given.next()) {
+                    (None, None) => break true,
+                    (Some(w), Some(g)) if w == g || (w.starts_with('{') && w.ends_with('}') && !g.is_empty()) => {}
+                    _ => break false,
+                }
+            }
+    })
+}
+
 /// A JSON response with `status`.
 pub fn json_response(status: u16, value: &impl Serialize) -> Response<Body> {
     let body = serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned());
@@ -148,6 +168,17 @@ pub fn log_init_error<E: std::fmt::Display + ?Sized>(error: &E) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_matches_its_template_segment_by_segment() {
+        let routes = ["GET /api/v1/kb/{kb_id}", "POST /api/v1/kb/{kb_id}/reindex", "GET /api/v1/kb"];
+        assert_eq!(route_template(&routes, "GET", "/api/v1/kb/abc/"), Some("GET /api/v1/kb/{kb_id}"));
+        assert_eq!(route_template(&routes, "POST", "/api/v1/kb/abc/reindex"), Some("POST /api/v1/kb/{kb_id}/reindex"));
+        assert_eq!(route_template(&routes, "GET", "/api/v1/kb"), Some("GET /api/v1/kb"));
+        assert_eq!(route_template(&routes, "DELETE", "/api/v1/kb/abc"), None);
+        assert_eq!(route_template(&routes, "GET", "/api/v1/kb/abc/reindex"), None);
+        assert_eq!(route_template(&routes, "POST", "/api/v1/kb//reindex"), None);
+    }
 
     #[test]
     fn errors_have_the_contract_shape() {
