@@ -1,5 +1,5 @@
 //! What the HTTP functions share: the caller from the JWT authorizer's claims, the one
-//! error shape of API.md, JSON responses and the JSON log format.
+//! error shape of docs/openapi.yaml, JSON responses and the JSON log format.
 
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use sluice_domain::Caller;
 use std::collections::BTreeMap;
 
-/// A refusal in API.md's shape: `{"error": {"code", "message", "details": {"fields"}}}`.
+/// A refusal in the contract's shape (docs/openapi.yaml): `{"error": {"code", "message", "details": {"fields"}}}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
     pub status: u16,
