@@ -235,20 +235,23 @@ impl Stack {
         (status, answer)
     }
 
+    /// Posts a multipart form as `user`: the status and the JSON answer, held to the contract.
+    pub async fn post_form(&self, user: &User, path: &str, form: reqwest::multipart::Form) -> (u16, serde_json::Value) {
+        let request = self.http.post(self.url(path)).header("authorization", user.bearer()).multipart(form);
+        let response = request.send().await.expect("upload");
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("body");
+        let answer: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"));
+        self.holds_to_contract("POST", path, status, &answer);
+        (status, answer)
+    }
+
     /// Uploads a document into a base (`POST /kb/{kb_id}/documents`); its `202` answer.
     pub async fn upload_document(&self, user: &User, kb_id: &str, filename: &str, bytes: &[u8]) -> serde_json::Value {
         let form = file_form(filename, None, bytes.to_vec());
-        let response = self
-            .http
-            .post(self.url(&format!("/kb/{kb_id}/documents")))
-            .header("authorization", user.bearer())
-            .multipart(form)
-            .send()
-            .await
-            .expect("upload");
-        assert_eq!(response.status().as_u16(), 202);
-        let answer: serde_json::Value = response.json().await.expect("json");
-        self.holds_to_contract("POST", &format!("/kb/{kb_id}/documents"), 202, &answer);
+        let (status, answer) = self.post_form(user, &format!("/kb/{kb_id}/documents"), form).await;
+        assert_eq!(status, 202, "{answer}");
         answer
     }
 

@@ -23,17 +23,7 @@ async fn base_with(stack: &Stack, user: &User, endpoint: Option<&str>) -> Value 
 }
 
 async fn upload(stack: &Stack, user: &User, path: &str, form: reqwest::multipart::Form) -> (u16, Value) {
-    let response = stack
-        .http
-        .post(stack.url(path))
-        .header("authorization", user.bearer())
-        .multipart(form)
-        .send()
-        .await
-        .expect("request");
-    let status = response.status().as_u16();
-    let text = response.text().await.expect("body");
-    (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("{status}: {text}")))
+    stack.post_form(user, path, form).await
 }
 
 /// Waits until the base reports `complete`; its ingestion counts.

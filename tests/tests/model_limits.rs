@@ -150,16 +150,8 @@ async fn chunks_a_model_would_cut_are_refused_when_set_and_counted_when_they_wer
     assert_eq!(status, 400, "{refused}");
     assert!(refused["error"]["details"]["fields"]["ingestion_config.chunk_size"].is_string(), "{refused}");
     let form = file_form("notes.md", None, b"A note.".to_vec()).text("ingestion", r#"{"chunk_size": 1000}"#);
-    let response = stack
-        .http
-        .post(stack.url(&format!("/kb/{kb}/documents")))
-        .header("authorization", owner.bearer())
-        .multipart(form)
-        .send()
-        .await
-        .expect("upload");
-    assert_eq!(response.status().as_u16(), 400);
-    let refused: Value = response.json().await.expect("json");
+    let (status, refused) = stack.post_form(&owner, &format!("/kb/{kb}/documents"), form).await;
+    assert_eq!(status, 400, "{refused}");
     assert!(refused["error"]["details"]["fields"]["ingestion_config.chunk_size"].is_string(), "{refused}");
 
     // A base configured before the rule keeps working, and says what its model never saw.

@@ -167,16 +167,8 @@ async fn a_language_with_no_model_is_refused_where_it_is_configured() {
     assert_eq!(status, 400, "{refused}");
     assert!(refused["error"]["details"]["fields"]["ingestion_config.ocr_dpi"].is_string(), "{refused}");
     let form = file_form("notes.txt", None, b"words".to_vec()).text("ingestion", r#"{"ocr_languages": ["fra"]}"#);
-    let response = stack
-        .http
-        .post(stack.url(&format!("/kb/{kb_id}/documents")))
-        .header("authorization", user.bearer())
-        .multipart(form)
-        .send()
-        .await
-        .expect("upload");
-    assert_eq!(response.status().as_u16(), 400);
-    let refused: Value = response.json().await.expect("json");
+    let (status, refused) = stack.post_form(&user, &format!("/kb/{kb_id}/documents"), form).await;
+    assert_eq!(status, 400, "{refused}");
     assert!(refused["error"]["details"]["fields"]["ingestion_config.ocr_languages"].is_string(), "{refused}");
     let rows: i64 = stack
         .db()

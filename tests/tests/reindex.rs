@@ -138,15 +138,8 @@ async fn a_reindex_rechunks_from_parsed_text_and_pays_only_for_new_chunk_texts()
 
     // A re-upload of the same text replacing the first: every chunk text is known.
     let form = file_form("survey-0.md", None, document(0).into_bytes()).text("replace", "true");
-    let response = stack
-        .http
-        .post(stack.url(&format!("/kb/{kb}/documents")))
-        .header("authorization", owner.bearer())
-        .multipart(form)
-        .send()
-        .await
-        .expect("upload");
-    assert_eq!(response.status().as_u16(), 202);
+    let (status, accepted) = stack.post_form(&owner, &format!("/kb/{kb}/documents"), form).await;
+    assert_eq!(status, 202, "{accepted}");
     stack.indexed(&owner, kb).await;
     assert_eq!(stub.inputs(), paid, "the replacement reused every vector");
     assert_eq!(chunk_counts(&stack, &table).await.len(), DOCUMENTS, "the replacement retired the first");
