@@ -98,30 +98,12 @@ impl Stack {
         mime: Option<&str>,
         bytes: Vec<u8>,
     ) -> (u16, serde_json::Value) {
-        let response = self
-            .http
-            .post(self.url("/files/upload"))
-            .header("authorization", user.bearer())
-            .multipart(file_form(name, mime, bytes))
-            .send()
-            .await
-            .expect("upload request");
-        let status = response.status().as_u16();
-        (status, response.json().await.expect("a JSON answer"))
+        self.post_form(user, "/files/upload", file_form(name, mime, bytes)).await
     }
 
     /// `POST /files/uploads`: the status and the JSON answer.
     pub async fn intent(&self, user: &User, body: serde_json::Value) -> (u16, serde_json::Value) {
-        let response = self
-            .http
-            .post(self.url("/files/uploads"))
-            .header("authorization", user.bearer())
-            .json(&body)
-            .send()
-            .await
-            .expect("intent request");
-        let status = response.status().as_u16();
-        (status, response.json().await.expect("a JSON answer"))
+        self.call_json(user, reqwest::Method::POST, "/files/uploads", Some(body)).await
     }
 
     /// PUTs `bytes` to an intent's presigned URL with exactly the headers it names; the
