@@ -15,23 +15,16 @@ use sluice_store::{INGEST_TOPIC, ReindexStart};
 use sluice_web::json_response;
 use uuid::Uuid;
 
+/// How long a request spends sending its run's jobs: well inside API Gateway's 29 s.
+const SEND_BUDGET: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// `POST /kb/{kb_id}/reindex`: `202` with the run and how many documents it takes up.
 pub async fn start(state: &State, caller: &Caller, id: Uuid) -> Result<Response<Body>, KnowledgeError> {
     let (base, _) = reach(state, caller, id, Access::Edit).await?;
     let config = base.chunking();
     match state.db.start_reindex(base.id, &config.to_value()).await? {
         ReindexStart::Started { run_id, jobs } => {
-            let payloads: Vec<serde_json::Value> = jobs.iter().map(|job| job.payload.clone()).collect();
-            // After the commit: jobs not sent now are the sweep's to send from the outbox.
-            match state.dispatcher.send_all(INGEST_TOPIC, &payloads).await {
-                Ok(()) => {
-                    let ids: Vec<Uuid> = jobs.iter().map(|job| job.id).collect();
-                    if let Err(error) = state.db.mark_all_dispatched(&ids).await {
-                        tracing::warn!(%error, %run_id, "re-index jobs sent but not marked; the sweep may send them again");
-                    }
-                }
-                Err(error) => tracing::warn!(%error, %run_id, "re-index jobs not all sent; the sweep will send them"),
-            }
+            send_within_budget(state, run_id, &jobs).await;
             Ok(json_response(
                 202,
                 &json!({"kb_id": base.id, "run_id": run_id, "total": jobs.len(), "chunk_size": config.chunk_size,
@@ -51,5 +44,26 @@ pub async fn start(state: &State, caller: &Caller, id: Uuid) -> Result<Response<
             field: "collection_name",
             message: "the collection is being torn down".to_owned(),
         }),
+    }
+}
+
+/// Sends the run's committed jobs, a hundred at a time, while the budget lasts; what is
+/// left unsent (a very large base, or a send that fails) the sweep sends from the outbox.
+async fn send_within_budget(state: &State, run_id: Uuid, jobs: &[sluice_store::OutboxMessage]) {
+    let started = std::time::Instant::now();
+    for batch in jobs.chunks(100) {
+        if started.elapsed() > SEND_BUDGET {
+            tracing::info!(%run_id, "re-index jobs left for the sweep to send");
+            return;
+        }
+        let payloads: Vec<serde_json::Value> = batch.iter().map(|job| job.payload.clone()).collect();
+        if let Err(error) = state.dispatcher.send_all(INGEST_TOPIC, &payloads).await {
+            tracing::warn!(%error, %run_id, "re-index jobs not all sent; the sweep will send them");
+            return;
+        }
+        let ids: Vec<Uuid> = batch.iter().map(|job| job.id).collect();
+        if let Err(error) = state.db.mark_all_dispatched(&ids).await {
+            tracing::warn!(%error, %run_id, "re-index jobs sent but not marked; the sweep may send them again");
+        }
     }
 }
