@@ -56,9 +56,8 @@ pub struct StubProvider {
 }
 
 impl StubProvider {
-    /// Starts a stub answering `script` in order, the last answer forever. A `vectors`
-    /// answer of `count` 0 is sized to the request: one vector per input.
-    pub async fn start(script: Vec<Scripted>, dimensions: usize) -> Self {
+    /// A listener on a free loopback port, and the handle that names it.
+    async fn bound() -> (tokio::net::TcpListener, Self) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let stub = Self {
@@ -67,6 +66,13 @@ impl StubProvider {
             bodies: Arc::default(),
             authorizations: Arc::default(),
         };
+        (listener, stub)
+    }
+
+    /// Starts a stub answering `script` in order, the last answer forever. A `vectors`
+    /// answer of `count` 0 is sized to the request: one vector per input.
+    pub async fn start(script: Vec<Scripted>, dimensions: usize) -> Self {
+        let (listener, stub) = Self::bound().await;
         let seen = stub.clone();
         tokio::spawn(async move {
             while let Ok((mut socket, _)) = listener.accept().await {
@@ -97,14 +103,7 @@ impl StubProvider {
     /// ending in `/v1`): each request is passed on and its answer returned, so what is
     /// embedded is real and how much is counted.
     pub async fn forwarding(upstream: &str) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let stub = Self {
-            base_url: format!("http://127.0.0.1:{port}/v1"),
-            requests: Arc::default(),
-            bodies: Arc::default(),
-            authorizations: Arc::default(),
-        };
+        let (listener, stub) = Self::bound().await;
         let (seen, upstream, http) = (stub.clone(), format!("{upstream}/embeddings"), reqwest::Client::new());
         tokio::spawn(async move {
             while let Ok((mut socket, _)) = listener.accept().await {

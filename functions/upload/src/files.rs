@@ -141,12 +141,7 @@ pub async fn content(state: &AppState, caller: &Caller, id: Uuid) -> Result<Resp
     }
     let ttl = Duration::from_secs(state.config.download_url_ttl_secs);
     let url = state.blob.presign_download(&file.storage_path, &file.filename, ttl).await?;
-    Ok(Response::builder()
-        .status(302)
-        .header("location", url)
-        .header("cache-control", "no-store")
-        .body(Body::Empty)
-        .unwrap_or_else(|_| Response::new(Body::Empty)))
+    Ok(sluice_web::presigned_redirect(url))
 }
 
 /// `GET /files/{id}/text`: the extracted text, `404` when the file has none.

@@ -138,12 +138,7 @@ pub async fn file(state: &AppState, caller: &Caller, id: Uuid) -> Result<Respons
     }
     let ttl = Duration::from_secs(state.config.download_url_ttl_secs);
     let url = state.blob.presign_download(key, &document.filename, ttl).await?;
-    Ok(Response::builder()
-        .status(302)
-        .header("location", url)
-        .header("cache-control", "no-store")
-        .body(Body::Empty)
-        .unwrap_or_else(|_| Response::new(Body::Empty)))
+    Ok(sluice_web::presigned_redirect(url))
 }
 
 #[cfg(test)]

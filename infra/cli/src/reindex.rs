@@ -14,13 +14,9 @@ pub async fn run(kb_id: Uuid) -> ExitCode {
         ExitCode::FAILURE
     };
     let sdk = sluice_blob::sdk_config().await;
-    let config = match crate::sync::operator_config(&sdk).await {
-        Ok(config) => config,
+    let (config, db) = match crate::sync::operator(&sdk).await {
+        Ok(operator) => operator,
         Err(error) => return fail(error),
-    };
-    let db = match sluice_store::Db::from_env(&sdk, 2).await {
-        Ok(db) => db,
-        Err(error) => return fail(format!("database: {error}")),
     };
     let base = match db.knowledge_base(kb_id, Uuid::nil()).await {
         Ok(Some(held)) => held.base,

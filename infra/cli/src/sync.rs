@@ -27,6 +27,14 @@ pub async fn operator_config(sdk: &aws_config::SdkConfig) -> Result<sluice_domai
     .map_err(|e| e.to_string())
 }
 
+/// What every operator command starts from: the deployment's configuration and its
+/// database, or the error to print.
+pub async fn operator(sdk: &aws_config::SdkConfig) -> Result<(sluice_domain::Config, sluice_store::Db), String> {
+    let config = operator_config(sdk).await?;
+    let db = sluice_store::Db::from_env(sdk, 2).await.map_err(|error| format!("database: {error}"))?;
+    Ok((config, db))
+}
+
 /// A queue's URL from `variable`, else the URL of the queue `name`.
 async fn queue_url(sdk: &aws_config::SdkConfig, variable: &str, name: &str) -> Option<String> {
     if let Ok(url) = std::env::var(variable) {
@@ -43,13 +51,9 @@ pub async fn run(source_id: Uuid, confirm_removals: bool) -> ExitCode {
         ExitCode::FAILURE
     };
     let sdk = sluice_blob::sdk_config().await;
-    let config = match operator_config(&sdk).await {
-        Ok(config) => config,
+    let (config, db) = match operator(&sdk).await {
+        Ok(operator) => operator,
         Err(error) => return fail(error),
-    };
-    let db = match sluice_store::Db::from_env(&sdk, 2).await {
-        Ok(db) => db,
-        Err(error) => return fail(format!("database: {error}")),
     };
     let extractor = match sluice_isolate::Extractor::current_exe(config.parse_max_memory_bytes) {
         Ok(extractor) => extractor,

@@ -214,15 +214,20 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
                 extraction.pages = Some(stats.pages);
                 extraction.date = stats.date;
             }),
-            "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" => Container::open(bytes, options.limits)
-                .map_err(ReadError::from)
-                .and_then(|mut container| match kind.extension {
-                    "docx" => office::docx(&mut container, &mut budget),
-                    "pptx" => office::pptx(&mut container, &mut budget),
-                    "odt" | "odp" => office::odf_text(&mut container, &mut budget),
-                    "ods" => sheets::ods(&mut container, &mut budget).map(|s| extraction.cells = Some(s.cells)),
-                    _ => sheets::xlsx(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
-                }),
+            "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" => {
+                Container::open(bytes, options.limits).map_err(ReadError::from).and_then(|mut container| {
+                    let read = match kind.extension {
+                        "docx" => office::docx(&mut container, &mut budget),
+                        "pptx" => office::pptx(&mut container, &mut budget),
+                        "odt" | "odp" => office::odf_text(&mut container, &mut budget),
+                        "ods" => sheets::ods(&mut container, &mut budget).map(|s| extraction.cells = Some(s.cells)),
+                        _ => sheets::xlsx(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
+                    };
+                    // A package whose properties cannot be read keeps the upload's day.
+                    extraction.date = if read.is_ok() { dates::package_created(&mut container) } else { None };
+                    read
+                })
+            }
             "xls" => sheets::xls(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
             "msg" => crate::msg::msg(bytes, &mut budget).map(|date| extraction.date = date),
             "doc" => crate::doc::doc(bytes, &mut budget, options.time_limit),
@@ -234,12 +239,6 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
     let outcome = read.unwrap_or_else(|_| Err(ReadError::Unreadable("the parser failed on this file".to_owned())));
     match outcome {
         Ok(()) => {
-            if matches!(kind.extension, "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm") {
-                // The text was read; a package whose properties cannot be read keeps the upload's day.
-                extraction.date = Container::open(bytes, options.limits)
-                    .ok()
-                    .and_then(|mut container| dates::package_created(&mut container));
-            }
             budget.trim_end();
             let (text, truncated) = budget.finish();
             extraction.truncated = truncated;

@@ -94,20 +94,19 @@ impl Db {
         name: &str,
         hashes: &[String],
     ) -> Result<std::collections::HashMap<String, Vec<f32>>, StoreError> {
-        let client = self.client().await?;
-        if hashes.is_empty() || vector_width(&client, name).await?.is_none() {
+        if hashes.is_empty() {
             return Ok(std::collections::HashMap::new());
         }
-        let table = collection::vector_table(name);
-        let rows = client
-            .query(
-                &format!(
-                    "SELECT DISTINCT ON (content_hash) content_hash, embedding FROM \"{table}\" \
-                     WHERE content_hash = ANY($1)"
-                ),
-                &[&hashes],
-            )
-            .await?;
+        let client = self.client().await?;
+        let table = vector_table(name);
+        let query = format!(
+            "SELECT DISTINCT ON (content_hash) content_hash, embedding FROM \"{table}\" WHERE content_hash = ANY($1)"
+        );
+        // One round trip a batch: a table not created yet is an empty cache.
+        let rows = match client.query(&query, &[&hashes]).await {
+            Err(error) if error.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => Vec::new(),
+            other => other?,
+        };
         Ok(rows.iter().map(|row| (row.get::<_, String>(0), row.get::<_, pgvector::Vector>(1).to_vec())).collect())
     }
 

@@ -89,6 +89,39 @@ impl ApiError {
     }
 }
 
+/// `302` to a short-lived presigned download, never cached.
+pub fn presigned_redirect(url: String) -> Response<Body> {
+    Response::builder()
+        .status(302)
+        .header("location", url)
+        .header("cache-control", "no-store")
+        .body(Body::Empty)
+        .unwrap_or_else(|_| Response::new(Body::Empty))
+}
+
+/// Example requests for a route table: each entry's method and its path with every
+/// `{param}` filled (`{name}` a collection name, `{n}` a page number, any other a fresh
+/// UUID), for the routers' tests that every entry is served.
+pub fn route_examples(routes: &[&str]) -> Vec<(String, String)> {
+    routes
+        .iter()
+        .filter_map(|entry| entry.split_once(' '))
+        .map(|(method, template)| {
+            let path = template
+                .split('/')
+                .map(|segment| match segment {
+                    "{name}" => "docs".to_owned(),
+                    "{n}" => "1".to_owned(),
+                    s if s.starts_with('{') => uuid::Uuid::new_v4().to_string(),
+                    s => s.to_owned(),
+                })
+                .collect::<Vec<_>>()
+                .join("/");
+            (method.to_owned(), path)
+        })
+        .collect()
+}
+
 /// The route table entry (`"METHOD /api/v1/path/{param}"`) a request matches: the same
 /// method, and the same segments where a `{param}` matches any one segment (a trailing `/`
 /// is ignored). A function's router answers only what its table lists, and the table is
