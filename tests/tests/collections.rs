@@ -283,11 +283,34 @@ async fn vector_tables_are_created_once_at_their_width_and_never_mistaken_for_th
     let wide = unique("wide");
     db.ensure_vector_table(&wide, 3072).await.expect("a 3072-wide table");
     let indexdef: String = client
-        .query_one("SELECT indexdef FROM pg_indexes WHERE indexname = $1", &[&format!("rag_{wide}_embedding_idx")])
+        .query_one("SELECT indexdef FROM pg_indexes WHERE indexname = $1", &[&format!("rag_{wide}$embedding")])
         .await
         .expect("index")
         .get(0);
     assert!(indexdef.contains("halfvec_cosine_ops"), "{indexdef}");
+}
+
+#[tokio::test]
+async fn no_collection_name_collides_with_another_collections_index_or_the_schemas() {
+    let stack = Stack::from_env().await;
+    let db = stack.store(4).await;
+    // Both orders: the shorter name first, then the one spelling its index's old name, and
+    // the other way round. Each gets its own table.
+    let first = unique("clash");
+    for (a, b) in [(first.clone(), format!("{first}_kb_idx")), (format!("{first}x_pkey"), format!("{first}x"))] {
+        db.ensure_vector_table(&a, 8).await.unwrap_or_else(|e| panic!("{a}: {e}"));
+        db.ensure_vector_table(&b, 8).await.unwrap_or_else(|e| panic!("{b}: {e}"));
+        assert_eq!(db.vector_table_width(&a).await.expect("width"), Some(8));
+        assert_eq!(db.vector_table_width(&b).await.expect("width"), Some(8));
+    }
+    // A name whose table would be one of the schema's own indexes is refused by name, through
+    // the API, before anything is created.
+    let owner = User::new();
+    let (status, refused) =
+        stack.call_json(&owner, Method::POST, "/kb", Some(local_base("documents_kb_idx", "personal"))).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["error"]["details"]["fields"]["collection_name"].is_string(), "{refused}");
+    assert!(db.schema_tables().await.expect("schema").contains(&"rag_documents_kb_idx".to_owned()));
 }
 
 #[tokio::test]

@@ -233,7 +233,7 @@ async fn a_selective_filter_still_returns_top_k_and_refusals_are_whole() {
     // 20,000 chunks, 1% of them in the unit the search asks for. The HNSW index is built
     // after the load (as a bulk load would), which takes seconds instead of a minute.
     let db = stack.db().await;
-    db.batch_execute(&format!("DROP INDEX rag_{name}_embedding_idx")).await.expect("drop index");
+    db.batch_execute(&format!("DROP INDEX \"rag_{name}$embedding\"")).await.expect("drop index");
     db.execute(
         &format!(
             "INSERT INTO rag_{name} (id, kb_id, org_id, document_id, chunk_index, content, organizational_unit, \
@@ -248,7 +248,7 @@ async fn a_selective_filter_still_returns_top_k_and_refusals_are_whole() {
     .await
     .expect("chunks");
     db.batch_execute(&format!(
-        "CREATE INDEX rag_{name}_embedding_idx ON rag_{name} USING hnsw (embedding vector_cosine_ops); ANALYZE rag_{name}"
+        "CREATE INDEX \"rag_{name}$embedding\" ON rag_{name} USING hnsw (embedding vector_cosine_ops); ANALYZE rag_{name}"
     ))
     .await
     .expect("index");

@@ -1,6 +1,6 @@
 //! What a collection may be called: one function decides, for the API and the store alike.
 
-/// Postgres keeps 63 bytes of an identifier; `rag_<name>_embedding_idx` must fit whole.
+/// Postgres keeps 63 bytes of an identifier; `rag_<name>$embedding` must fit whole.
 pub const MAX_COLLECTION_NAME_CHARS: usize = 45;
 
 /// Why a collection name is refused; `field` is the request field it came from.

@@ -122,7 +122,7 @@ impl Db {
         let rows = client
             .query(
                 "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-                 WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v') \
+                 WHERE n.nspname = current_schema() \
                  AND obj_description(c.oid, 'pg_class') IS DISTINCT FROM 'sluice:vector-table'",
                 &[],
             )

@@ -47,7 +47,7 @@ async fn main() {
         .expect("base");
     db.ensure_vector_table(&name, DIMENSIONS as i32).await.expect("table");
     let table = format!("rag_{name}");
-    client.batch_execute(&format!("DROP INDEX {table}_embedding_idx")).await.expect("drop");
+    client.batch_execute(&format!("DROP INDEX \"{table}$embedding\"")).await.expect("drop");
 
     let mut rng = Rng(0xBE7C_4A11);
     let centroids: Vec<Vec<f32>> =
@@ -91,7 +91,7 @@ async fn main() {
     client
         .batch_execute(&format!(
             "SET maintenance_work_mem = '1GB'; SET max_parallel_maintenance_workers = 1; \
-             CREATE INDEX {table}_embedding_idx ON {table} USING hnsw (embedding vector_cosine_ops); ANALYZE {table}"
+             CREATE INDEX \"{table}$embedding\" ON {table} USING hnsw (embedding vector_cosine_ops); ANALYZE {table}"
         ))
         .await
         .expect("index");
