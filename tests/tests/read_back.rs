@@ -139,3 +139,35 @@ async fn a_document_not_parsed_yet_has_no_text_and_a_presigned_one_not_landed_ha
     let (status, file) = stack.call_json(&owner, Method::GET, &format!("/rag/documents/{id}/file"), None).await;
     assert_eq!((status, file["error"]["message"].as_str()), (404, Some("Document file not found")), "{file}");
 }
+
+#[tokio::test]
+async fn landed_bytes_not_yet_judged_are_never_handed_out() {
+    let stack = Stack::from_env().await;
+    let owner = User::new();
+    let kb = local_base(&stack, &owner).await;
+    let kb_id = Uuid::parse_str(&kb).expect("uuid");
+    let db = stack.db().await;
+    let collection: String =
+        db.query_one("SELECT collection_name FROM knowledge_bases WHERE id = $1", &[&kb_id]).await.expect("kb").get(0);
+    // The window between a presigned PUT and its verdict, held open: the row of a presigned
+    // upload whose bytes are in the bucket (under a key no notification reaches, so no parse
+    // delivery closes the window) and not yet checked.
+    let id = Uuid::new_v4();
+    let key = format!("documents/{kb}/{}/landed.md", id.simple());
+    db.execute(
+        "INSERT INTO rag_documents (id, collection_name, kb_id, owner_id, filename, filesize, filetype, status, \
+         storage_path, upload_expires_at, bytes_judged) \
+         VALUES ($1, $2, $3, $4, 'landed.md', 6, 'md', 'processing', $5, now() + interval '1 hour', false)",
+        &[&id, &collection, &kb_id, &owner.id, &key],
+    )
+    .await
+    .expect("row");
+    stack.put_plain(&key, b"# Hi\n").await;
+    let path = format!("/rag/documents/{id}/file");
+    let (status, file) = stack.call_json(&owner, Method::GET, &path, None).await;
+    assert_eq!((status, file["error"]["message"].as_str()), (404, Some("Document file not found")), "{file}");
+    // Once the bytes pass the check, the same route links to them.
+    stack.store(1).await.mark_bytes_judged(id).await.expect("judged");
+    let (status, _) = stack.call(&owner, Method::GET, &path, None).await;
+    assert_eq!(status, 302);
+}

@@ -123,6 +123,7 @@ pub async fn document_landed(state: &State, key: &str) -> Result<(), ParseError>
         state.blob.delete(key).await?;
         return Ok(());
     }
+    state.db.mark_bytes_judged(document.id).await?;
     parse_bytes(state, &document, bytes).await
 }
 

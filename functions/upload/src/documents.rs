@@ -132,6 +132,8 @@ pub async fn ingest(
         source_path: None,
         sync: None,
         ocr_spans: Vec::new(),
+        // Checked above, before the row exists.
+        bytes_judged: true,
         created_at: OffsetDateTime::now_utc(),
         completed_at: None,
     };
@@ -322,6 +324,8 @@ pub async fn create_intent(
         source_path: None,
         sync: None,
         ocr_spans: Vec::new(),
+        // Judged only when they land.
+        bytes_judged: false,
         created_at: OffsetDateTime::now_utc(),
         completed_at: None,
     };

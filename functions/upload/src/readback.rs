@@ -126,10 +126,13 @@ impl<'a> TextPage<'a> {
 
 /// `GET /rag/documents/{id}/file`: `302` to a short-lived presigned GET of the stored
 /// original, downloaded under its (sanitized) filename; `404` when the document keeps no
-/// original (a synced document is read from its source) or it has not landed yet.
+/// original (a synced document is read from its source), it has not landed yet, or its
+/// landed bytes have not passed the upload check: a link to unjudged bytes is never made.
 pub async fn file(state: &AppState, caller: &Caller, id: Uuid) -> Result<Response<Body>, UploadError> {
     let document = readable_document(state, caller, id).await?;
-    let Some(key) = document.storage_path.as_deref() else { return Err(UploadError::NotFound("document file")) };
+    let Some(key) = document.storage_path.as_deref().filter(|_| document.bytes_judged) else {
+        return Err(UploadError::NotFound("document file"));
+    };
     // A presigned upload not yet made has a key and no object: never hand out a dead link.
     match state.blob.head(key).await {
         Ok(_) => {}

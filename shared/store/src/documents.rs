@@ -49,6 +49,9 @@ pub struct Document {
     pub sync: Option<SyncOrigin>,
     /// Byte spans of the parsed text that OCR read.
     pub ocr_spans: Vec<(usize, usize)>,
+    /// Whether the stored bytes passed the upload check (a presigned upload's only once
+    /// they land and are checked): only judged bytes are ever handed out.
+    pub bytes_judged: bool,
     pub created_at: OffsetDateTime,
     pub completed_at: Option<OffsetDateTime>,
 }
@@ -57,7 +60,7 @@ const DOCUMENT_COLUMNS: &str = "id, collection_name, kb_id, org_id, owner_id, fi
     mime_type, status, error_message, vector_document_id, chunk_count, storage_path, parsed_path, \
     organizational_unit, source, document_date, content_hash, ingestion_config, replace_previous, created_at, \
     completed_at, source_path, sync_source_id, sync_run_id, source_etag, replaces_document_id, ocr_spans, date_source, \
-    truncated_chunks";
+    truncated_chunks, bytes_judged";
 
 fn document(row: &Row) -> Document {
     Document {
@@ -90,6 +93,7 @@ fn document(row: &Row) -> Document {
             .get::<_, Option<serde_json::Value>>("ocr_spans")
             .and_then(|v| serde_json::from_value(v).ok())
             .unwrap_or_default(),
+        bytes_judged: row.get("bytes_judged"),
         created_at: row.get("created_at"),
         completed_at: row.get("completed_at"),
     }
@@ -270,9 +274,10 @@ impl Db {
         tx.execute(
             "INSERT INTO rag_documents (id, collection_name, kb_id, org_id, owner_id, filename, filesize, filetype, \
              mime_type, status, storage_path, organizational_unit, source, document_date, content_hash, ingestion_config, \
-             upload_expires_at, replace_previous, source_path, writer_kind, source_etag, replaces_document_id) \
+             upload_expires_at, replace_previous, source_path, writer_kind, source_etag, replaces_document_id, \
+             bytes_judged) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'processing', $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
-             $20, $21)",
+             $20, $21, $16::timestamptz IS NULL)",
             &[
                 &new.id,
                 &new.collection_name,
@@ -338,6 +343,14 @@ impl Db {
             .query_opt(&format!("SELECT {DOCUMENT_COLUMNS} FROM rag_documents WHERE storage_path = $1"), &[&key])
             .await?;
         Ok(row.as_ref().map(document))
+    }
+
+    /// The landed bytes of a presigned document passed the upload check: from now on its
+    /// original may be handed out.
+    pub async fn mark_bytes_judged(&self, id: Uuid) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client.execute("UPDATE rag_documents SET bytes_judged = true WHERE id = $1", &[&id]).await?;
+        Ok(())
     }
 
     /// Presigned document uploads whose deadline passed before `before` with no text parsed.
