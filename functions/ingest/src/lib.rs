@@ -29,6 +29,7 @@ use sluice_queue::jobs::{Dispatcher, DocumentJob, STAGE_LEASE, receive_count};
 use sluice_store::{ChunkRow, Db, Document, KnowledgeBase, Stage, Turn, WriteOutcome};
 use sluice_vault::Vault;
 use std::time::Instant;
+use uuid::Uuid;
 
 /// Chunks sent to the provider per request, and staged per transaction.
 pub const EMBED_BATCH: usize = 64;
@@ -224,14 +225,15 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
         )));
     }
     let target = target(state, &base).await?;
+    let cache = CacheScope::of(&base, &target);
     let deadline = Instant::now() + state.config.document_embed_time_limit;
     // A redelivery resumes after what an earlier attempt staged: those chunks are paid for.
     let staged = state.db.staged_chunks(document.id).await?.min(chunks.len());
     for (n, batch) in chunks[staged..].chunks(EMBED_BATCH).enumerate() {
         let first = staged + n * EMBED_BATCH;
-        let hashes: Vec<String> = batch.iter().map(|c| text_hash(&c.text)).collect();
-        // Texts the collection has embedded before reuse their vectors; each other text is
-        // embedded once.
+        let hashes: Vec<String> = batch.iter().map(|c| cache.key(&c.text)).collect();
+        // Texts this target has embedded for this tenant before reuse their vectors; each
+        // other text is embedded once.
         let mut vectors = state.db.cached_vectors(&base.collection_name, &hashes).await?;
         let mut missing: Vec<(&String, &String)> = Vec::new();
         for (piece, hash) in batch.iter().zip(&hashes) {
@@ -293,9 +295,37 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
     }
 }
 
-/// The hash a chunk text is cached under.
-fn text_hash(text: &str) -> String {
-    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(text.as_bytes()))
+/// What a chunk text's cached vector is keyed by: the text and the embedding target that
+/// made the vector — provider, model, the endpoint's address — and the tenant (the base's
+/// organization, or its owner outside any). Two bases of one collection that embed through
+/// different endpoints, or belong to different tenants, never share a vector: no tenant's
+/// endpoint can plant vectors for another's texts, and no tenant can learn through its own
+/// endpoint's traffic which texts another tenant holds.
+#[derive(Debug, Clone)]
+struct CacheScope(String);
+
+impl CacheScope {
+    fn of(base: &KnowledgeBase, target: &Target) -> Self {
+        Self::new(&base.embedding_provider, &target.model, &target.base_url, base.org_id, base.owner_id)
+    }
+
+    fn new(provider: &str, model: &str, endpoint: &str, org_id: Option<Uuid>, owner_id: Uuid) -> Self {
+        let tenant = match org_id {
+            Some(org) => format!("org:{org}"),
+            None => format!("user:{owner_id}"),
+        };
+        // Each field length-prefixed, so no field can absorb its neighbour.
+        Self([provider, model, endpoint, &tenant].iter().map(|f| format!("{}:{f};", f.len())).collect())
+    }
+
+    /// The hash a chunk text is cached under, within this scope.
+    fn key(&self, text: &str) -> String {
+        use sha2::Digest;
+        let mut hash = sha2::Sha256::new();
+        hash.update(self.0.as_bytes());
+        hash.update(text.as_bytes());
+        hex::encode(hash.finalize())
+    }
 }
 
 /// Embeds `texts` within what is left of the document's time budget.
@@ -341,5 +371,34 @@ async fn target(state: &State, base: &KnowledgeBase) -> Result<Target, Attempt> 
     match target_for(&state.db, &state.vault, base).await? {
         Ok(target) => Ok(target),
         Err(refusal) => Err(Attempt::Failed(format!("embed: NoUsableCredential: {refusal}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cached_vector_is_shared_only_by_the_same_target_and_tenant() {
+        let (org, other_org, owner) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let scope = |provider: &str, model: &str, endpoint: &str, org: Option<Uuid>, owner: Uuid| {
+            CacheScope::new(provider, model, endpoint, org, owner).key("The same paragraph.")
+        };
+        let base = scope("openai", "m", "https://a.example/v1", Some(org), owner);
+        // Another member of the same organization, through the same target: shared.
+        assert_eq!(base, scope("openai", "m", "https://a.example/v1", Some(org), Uuid::new_v4()));
+        for other in [
+            scope("openai", "m", "https://a.example/v1", Some(other_org), owner),
+            scope("openai", "m", "https://b.example/v1", Some(org), owner),
+            scope("openai", "m2", "https://a.example/v1", Some(org), owner),
+            scope("endpoint", "m", "https://a.example/v1", Some(org), owner),
+            scope("openai", "m", "https://a.example/v1", None, owner),
+        ] {
+            assert_ne!(base, other);
+        }
+        // Outside any organization each owner is a tenant of their own.
+        assert_ne!(scope("local", "m", "u", None, owner), scope("local", "m", "u", None, Uuid::new_v4()));
+        // No separator games: a field cannot absorb its neighbour.
+        assert_ne!(scope("a", "b\0c", "d", None, owner), scope("a", "b", "c\0d", None, owner));
     }
 }

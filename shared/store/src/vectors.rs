@@ -84,11 +84,11 @@ impl Db {
         Ok(())
     }
 
-    /// The vectors the collection `name` already holds for chunk texts of these hashes: the
-    /// collection's embedding cache. A collection embeds in one space (its model never
-    /// changes), so a chunk text it has embedded before is never paid for again — a
-    /// re-index, a replacement, a document sharing paragraphs with another. Empty when the
-    /// table does not exist yet.
+    /// The vectors the collection `name` already holds under these cache keys: its embedding
+    /// cache. The caller's keys bind the text to the target and tenant that embedded it
+    /// (ingest's `CacheScope`), so a text embedded before by the same target for the same
+    /// tenant is never paid for again — a re-index, a replacement, a document sharing
+    /// paragraphs with another. Empty when the table does not exist yet.
     pub async fn cached_vectors(
         &self,
         name: &str,
