@@ -308,6 +308,8 @@ async fn a_source_refuses_what_it_may_not_decide_and_answers_strangers_as_missin
         (with(json!({"config": {"bucket": "Not_A_Bucket"}})), "config.bucket"),
         (with(json!({"config": {"prefix": "hr/"}})), "config.bucket"),
         (with(json!({"credential": {"role_arn": "arn:aws:iam::12:role/x"}})), "credential.role_arn"),
+        // The deployment's own account (the emulator's) is never a tenant's.
+        (with(json!({"credential": {"role_arn": "arn:aws:iam::123456789012:role/hr-reader"}})), "credential.role_arn"),
         (with(json!({"credential": {"secret_id": Uuid::new_v4().to_string()}})), "credential.secret_id"),
         (with(json!({"sync_mode": "mirror"})), "sync_mode"),
         (with(json!({"schedule": "rate(1 minute)"})), "schedule"),
@@ -341,15 +343,39 @@ async fn a_source_refuses_what_it_may_not_decide_and_answers_strangers_as_missin
     assert_eq!((status, fields_of(&refused)), (400, vec!["credential.secret_id".to_owned()]), "{refused}");
 
     let role = json!({"type": "s3", "name": "by role", "config": {"bucket": "team-docs"},
-        "credential": {"role_arn": "arn:aws:iam::123456789012:role/sluice-reader"}, "schedule": "cron(0 3 ? * MON *)"});
+        "credential": {"role_arn": "arn:aws:iam::210987654321:role/sluice-reader"}, "schedule": "cron(0 3 ? * MON *)"});
     let source = new_source(&stack, &user, &kb, role).await;
     let (status, listed) = stack.call_json(&user, Method::GET, &format!("/kb/{kb}/sync-sources"), None).await;
     assert_eq!(status, 200);
     assert!(listed["sources"].as_array().expect("sources").iter().any(|s| s["id"] == source.as_str()), "{listed}");
     let (_, shown) = stack.call_json(&user, Method::GET, &format!("/kb/{kb}/sync-sources/{source}"), None).await;
-    let org = user_org(&stack, &user, &kb).await;
-    assert_eq!(shown["credential"]["external_id"], sluice_domain::sync::external_id(Some(org), user.id));
+    let external_id = shown["credential"]["external_id"].as_str().expect("the editor sees the id").to_owned();
+    assert!(external_id.starts_with("sluice-") && external_id.len() == 71, "{external_id}");
     assert!(shown["next_run_at"].is_string(), "{shown}");
+    // Each source has its own: a second source naming the same role gets another id.
+    let again = json!({"type": "s3", "name": "same role", "config": {"bucket": "team-docs"},
+        "credential": {"role_arn": "arn:aws:iam::210987654321:role/sluice-reader"}});
+    let second = new_source(&stack, &user, &kb, again).await;
+    let (_, second) = stack.call_json(&user, Method::GET, &format!("/kb/{kb}/sync-sources/{second}"), None).await;
+    assert_ne!(second["credential"]["external_id"].as_str(), Some(external_id.as_str()), "{second}");
+    // A change that keeps the role keeps the id; another role gets a new one.
+    let source_path = format!("/kb/{kb}/sync-sources/{source}");
+    let patch = |body: Value| stack.call_json(&user, Method::PATCH, &source_path, Some(body));
+    let (status, kept) = patch(json!({"name": "renamed",
+        "credential": {"role_arn": "arn:aws:iam::210987654321:role/sluice-reader"}}))
+    .await;
+    assert_eq!(status, 200, "{kept}");
+    assert_eq!(kept["credential"]["external_id"].as_str(), Some(external_id.as_str()));
+    let (status, moved) = patch(json!({"credential": {"role_arn": "arn:aws:iam::210987654321:role/other"}})).await;
+    assert_eq!(status, 200, "{moved}");
+    let moved_id = moved["credential"]["external_id"].as_str().expect("id");
+    assert!(moved_id != external_id && moved_id.starts_with("sluice-"), "{moved}");
+    // A viewer of the base sees which role, never the id its trust policy requires.
+    let viewer = User::with(Some(user_org(&stack, &user, &kb).await), &["collections:view"], false);
+    let (status, seen) = stack.call_json(&viewer, Method::GET, &format!("/kb/{kb}/sync-sources/{source}"), None).await;
+    assert_eq!(status, 200, "{seen}");
+    assert_eq!(seen["credential"]["role_arn"], "arn:aws:iam::210987654321:role/other");
+    assert!(seen["credential"].get("external_id").is_none(), "{seen}");
     // Repointing at another base's collection is refused here.
     let (status, refused) = stack
         .call_json(
@@ -362,9 +388,9 @@ async fn a_source_refuses_what_it_may_not_decide_and_answers_strangers_as_missin
     assert_eq!((status, fields_of(&refused)), (400, vec!["collection_name".to_owned()]), "{refused}");
     // Who created and changed it, and with which credential, is recorded; the config is not.
     let audit = stack.store(1).await.audit_entries(Uuid::parse_str(&source).expect("id")).await.expect("audit");
-    assert_eq!(audit.len(), 1);
+    assert_eq!(audit.len(), 3, "{audit:?}");
     assert_eq!(audit[0]["action"], "sync_source.created");
-    assert_eq!(audit[0]["credential_id"], "arn:aws:iam::123456789012:role/sluice-reader");
+    assert_eq!(audit[0]["credential_id"], "arn:aws:iam::210987654321:role/sluice-reader");
     assert!(!audit[0].to_string().contains("team-docs"), "{audit:?}");
 
     // A stranger, and a viewer who may not write, are answered as if the base did not exist.
@@ -444,7 +470,7 @@ async fn an_event_applies_one_object_and_a_due_schedule_starts_one_run() {
 }
 
 #[tokio::test]
-async fn an_assumed_role_carries_the_organization_s_external_id() {
+async fn an_assumed_role_carries_the_source_s_own_external_id() {
     let stack = Stack::from_env().await;
     let (sts, seen) = sluice_e2e::recording_sts(&stack.sdk);
     let remote = sluice_sources::Remote::with_sts(&stack.sdk, sts);
@@ -461,6 +487,7 @@ async fn an_assumed_role_carries_the_organization_s_external_id() {
         name: "by role".into(),
         location: sluice_domain::sync::S3Location { bucket: bucket.clone(), prefix: "x/".into(), region: None },
         role_arn: Some("arn:aws:iam::123456789012:role/tenant-reader".into()),
+        external_id: Some(sluice_domain::sync::new_external_id()),
         secret_id: None,
         sync_mode: sluice_domain::sync::SyncMode::NewOnly,
         schedule: None,
@@ -480,7 +507,7 @@ async fn an_assumed_role_carries_the_organization_s_external_id() {
     remote.client_for(&db, &vault, &source).await.expect("reused");
     let requests = seen.lock().expect("lock").clone();
     assert_eq!(requests.len(), 1, "{requests:?}");
-    let expected = format!("ExternalId={}", sluice_domain::sync::external_id(Some(org), user));
+    let expected = format!("ExternalId={}", source.external_id.as_deref().expect("id"));
     assert!(requests[0].contains(&expected), "{}", requests[0]);
     assert!(
         requests[0].contains("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Ftenant-reader"),

@@ -12,14 +12,15 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sluice_domain::Caller;
 use sluice_domain::access::{self, Access, SecretOwnership};
-use sluice_domain::sync::{S3Location, Schedule, SyncMode, check_role_arn, external_id};
+use sluice_domain::sync::{S3Location, Schedule, SyncMode, check_role_account, check_role_arn, new_external_id};
 use sluice_store::{Audit, KnowledgeBase, RunScope, RunStart, SYNC_RUN_TOPIC, SyncSource};
 use sluice_web::json_response;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 /// A source as the API answers it: where it reads, which credential it names (never a
-/// value), and what a role's trust policy must say.
+/// value), and — to those who may edit it — the external id its role's trust policy must
+/// require.
 #[derive(Debug, Serialize)]
 struct SourceView {
     id: Uuid,
@@ -41,12 +42,10 @@ struct SourceView {
     created_at: OffsetDateTime,
 }
 
-fn view(source: SyncSource) -> SourceView {
+fn view(source: SyncSource, may_edit: bool) -> SourceView {
     let credential = match (&source.role_arn, source.secret_id) {
-        (Some(role), _) => serde_json::json!({
-            "role_arn": role,
-            "external_id": external_id(source.org_id, source.created_by),
-        }),
+        (Some(role), _) if may_edit => serde_json::json!({ "role_arn": role, "external_id": source.external_id }),
+        (Some(role), _) => serde_json::json!({ "role_arn": role }),
         (None, secret) => serde_json::json!({ "secret_id": secret }),
     };
     SourceView {
@@ -74,11 +73,22 @@ async fn base_for(
     kb_id: Uuid,
     at_least: Access,
 ) -> Result<KnowledgeBase, KnowledgeError> {
+    Ok(base_and_access(state, caller, kb_id, at_least).await?.0)
+}
+
+/// The base and the caller's access to it, when that is at least `at_least`.
+async fn base_and_access(
+    state: &State,
+    caller: &Caller,
+    kb_id: Uuid,
+    at_least: Access,
+) -> Result<(KnowledgeBase, Access), KnowledgeError> {
     let held = state.db.knowledge_base(kb_id, caller.user_id).await?.ok_or(KnowledgeError::NotFound)?;
-    if access::decide(caller, &held.base.ownership(), held.grant) < at_least {
+    let access = access::decide(caller, &held.base.ownership(), held.grant);
+    if access < at_least {
         return Err(KnowledgeError::NotFound);
     }
-    Ok(held.base)
+    Ok((held.base, access))
 }
 
 /// The source, when it is this base's; another base's source is answered as missing.
@@ -112,6 +122,8 @@ async fn credential(
     match (object.get("role_arn"), object.get("secret_id")) {
         (Some(Value::String(role)), None) => {
             check_role_arn(role).map_err(|why| refused("credential.role_arn", why))?;
+            check_role_account(role, state.config.deployment_account_id.as_deref())
+                .map_err(|why| refused("credential.role_arn", why))?;
             Ok((Some(role.clone()), None))
         }
         (None, Some(Value::String(id))) => {
@@ -170,7 +182,17 @@ async fn apply_fields(
         source.location = S3Location::from_config(config).map_err(|r| refused(r.field, r.message))?;
     }
     if let Some(value) = body.get("credential") {
+        let previous_role = source.role_arn.clone();
         (source.role_arn, source.secret_id) = credential(state, caller, base, value).await?;
+        // A new role (or the first) gets a new id: a trust policy written for the old role's
+        // id never carries over to another role.
+        source.external_id = match &source.role_arn {
+            Some(role) if previous_role.as_ref() != Some(role) || source.external_id.is_none() => {
+                Some(new_external_id())
+            }
+            Some(_) => source.external_id.take(),
+            None => None,
+        };
     }
     if let Field::Set(mode) = fields::text(body, "sync_mode")? {
         source.sync_mode =
@@ -233,6 +255,7 @@ pub async fn create(
         name: String::new(),
         location: S3Location { bucket: String::new(), prefix: String::new(), region: None },
         role_arn: None,
+        external_id: None,
         secret_id: None,
         sync_mode: SyncMode::NewOnly,
         schedule: None,
@@ -249,20 +272,22 @@ pub async fn create(
         return Err(KnowledgeError::NotFound);
     }
     let stored = state.db.sync_source(source.id).await?.ok_or(KnowledgeError::NotFound)?;
-    Ok(json_response(201, &view(stored)))
+    Ok(json_response(201, &view(stored, true)))
 }
 
 /// `GET /kb/{kb_id}/sync-sources`.
 pub async fn list(state: &State, caller: &Caller, kb_id: Uuid) -> Result<Response<Body>, KnowledgeError> {
-    let base = base_for(state, caller, kb_id, Access::View).await?;
-    let sources: Vec<SourceView> = state.db.sync_sources_of(base.id).await?.into_iter().map(view).collect();
+    let (base, access) = base_and_access(state, caller, kb_id, Access::View).await?;
+    let may_edit = access >= Access::Edit;
+    let sources: Vec<SourceView> =
+        state.db.sync_sources_of(base.id).await?.into_iter().map(|s| view(s, may_edit)).collect();
     Ok(json_response(200, &serde_json::json!({ "sources": sources })))
 }
 
 /// `GET /kb/{kb_id}/sync-sources/{id}`.
 pub async fn get(state: &State, caller: &Caller, kb_id: Uuid, id: Uuid) -> Result<Response<Body>, KnowledgeError> {
-    let base = base_for(state, caller, kb_id, Access::View).await?;
-    Ok(json_response(200, &view(source_of(state, &base, id).await?)))
+    let (base, access) = base_and_access(state, caller, kb_id, Access::View).await?;
+    Ok(json_response(200, &view(source_of(state, &base, id).await?, access >= Access::Edit)))
 }
 
 /// `PATCH /kb/{kb_id}/sync-sources/{id}`: a `collection_name` naming another base is
@@ -292,7 +317,7 @@ pub async fn patch(
         return Err(KnowledgeError::Missing("Sync source"));
     }
     let stored = state.db.sync_source(id).await?.ok_or(KnowledgeError::Missing("Sync source"))?;
-    Ok(json_response(200, &view(stored)))
+    Ok(json_response(200, &view(stored, true)))
 }
 
 /// `DELETE /kb/{kb_id}/sync-sources/{id}`: its claims go, and the documents no other

@@ -27,7 +27,8 @@ pub struct Config {
     pub download_url_ttl_secs: u64,
     /// `CHAT_TIFF_MAX_INLINE_PAGES`: how many TIFF pages are served as PNG.
     pub chat_tiff_max_inline_pages: u32,
-    /// `SLUICE_PARSE_MAX_MEMORY_MB`: the address space one parse worker may use.
+    /// `SLUICE_PARSE_MAX_MEMORY_MB`: the address space one parse worker may use, within its
+    /// share of the function's memory ([`worker_memory_limit_mb`]).
     pub parse_max_memory_bytes: u64,
     /// `SLUICE_UPLOAD_INTENT_TTL_SECS`: how long a presigned upload may take to land.
     pub upload_intent_ttl_secs: u64,
@@ -55,6 +56,9 @@ pub struct Config {
     pub document_embed_time_limit: std::time::Duration,
     /// The archive limits (`WORKSPACE_ARCHIVE_*`), for archives and office containers alike.
     pub archive: ArchiveSettings,
+    /// `SLUICE_DEPLOYMENT_ACCOUNT_ID`: the AWS account this deployment runs in. A sync
+    /// source may not name a role in it: the functions' own account is never a tenant's.
+    pub deployment_account_id: Option<String>,
 }
 
 /// The archive limits an operator sets; the defaults are the reference product's.
@@ -88,6 +92,21 @@ pub const DEFAULT_PARSED_TEXT_MAX_CHARS: usize = 200_000;
 /// near 500 MiB of address space on a page (about 340 MiB resident: the detector reads a
 /// page in bands to bound it). A Lambda instance serves one request at a time.
 pub const DEFAULT_PARSE_MAX_MEMORY_MB: u64 = 1024;
+
+/// What a Lambda instance's own process keeps when its memory is shared out among parse
+/// workers: the runtime, the pools, and the bytes of the file being read (up to 50 MB).
+pub const FUNCTION_RESERVE_MB: u64 = 256;
+
+/// The address space one parse worker may use: `configured_mb`, but never more than an
+/// equal share of the function's memory (`AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, which Lambda
+/// sets) after the function's own reserve. So `workers` workers at their limit cannot
+/// together exhaust the sandbox: a hostile file is refused by its worker's limit, never the
+/// instance killed with every request it holds. Off Lambda (no memory size) the configured
+/// ceiling stands.
+pub fn worker_memory_limit_mb(configured_mb: u64, function_mb: Option<u64>, workers: usize) -> u64 {
+    let share = function_mb.map(|memory| memory.saturating_sub(FUNCTION_RESERVE_MB) / workers.max(1) as u64);
+    share.map_or(configured_mb, |share| configured_mb.min(share)).max(64)
+}
 
 /// Default `SLUICE_UPLOAD_INTENT_TTL_SECS`: 15 minutes moves 50 MB over a slow 0.5 Mbit/s
 /// link, and an abandoned intent is reaped soon after.
@@ -184,7 +203,11 @@ impl Config {
             file_io_max_workers: number("FILE_IO_MAX_WORKERS", 4)?.max(1) as usize,
             download_url_ttl_secs: number("SLUICE_DOWNLOAD_URL_TTL_SECS", 300)?,
             chat_tiff_max_inline_pages: number("CHAT_TIFF_MAX_INLINE_PAGES", 5)?.min(1000) as u32,
-            parse_max_memory_bytes: number("SLUICE_PARSE_MAX_MEMORY_MB", DEFAULT_PARSE_MAX_MEMORY_MB)?.max(16) * MIB,
+            parse_max_memory_bytes: worker_memory_limit_mb(
+                number("SLUICE_PARSE_MAX_MEMORY_MB", DEFAULT_PARSE_MAX_MEMORY_MB)?.max(16),
+                lookup("AWS_LAMBDA_FUNCTION_MEMORY_SIZE").and_then(|v| v.trim().parse().ok()),
+                number("FILE_IO_MAX_WORKERS", 4)?.max(1) as usize,
+            ) * MIB,
             upload_intent_ttl_secs: number("SLUICE_UPLOAD_INTENT_TTL_SECS", DEFAULT_UPLOAD_INTENT_TTL_SECS)?
                 .clamp(60, 7 * 24 * 3600),
             parse_queue_url: lookup("SLUICE_PARSE_QUEUE_URL").filter(|v| !v.is_empty()),
@@ -203,6 +226,7 @@ impl Config {
                 number("SLUICE_DOCUMENT_EMBED_SECS", DEFAULT_DOCUMENT_EMBED_SECS)?.clamp(1, 840),
             ),
             archive: archive_settings(&number)?,
+            deployment_account_id: lookup("SLUICE_DEPLOYMENT_ACCOUNT_ID").filter(|v| !v.is_empty()),
         })
     }
 
@@ -245,6 +269,26 @@ mod tests {
     fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn parse_workers_share_the_function_s_memory() {
+        // The template's functions: upload 1,536 MB and parse 2,048 MB, two workers each.
+        assert_eq!(worker_memory_limit_mb(1024, Some(1536), 2), 640);
+        assert_eq!(worker_memory_limit_mb(1024, Some(2048), 2), 896);
+        // What the review found: 1 GiB each on a 1 GiB function could never hold.
+        assert!(2 * worker_memory_limit_mb(1024, Some(1024), 2) + FUNCTION_RESERVE_MB <= 1024);
+        // A lower ceiling stands; off Lambda the ceiling is all there is.
+        assert_eq!(worker_memory_limit_mb(512, Some(4096), 2), 512);
+        assert_eq!(worker_memory_limit_mb(1024, None, 4), 1024);
+        let config = Config::from_lookup(lookup(&[
+            ("SLUICE_BUCKET", "b"),
+            ("SLUICE_KMS_KEY_ID", "k"),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "1536"),
+            ("FILE_IO_MAX_WORKERS", "2"),
+        ]))
+        .expect("config");
+        assert_eq!(config.parse_max_memory_bytes, 640 * 1024 * 1024);
     }
 
     #[test]

@@ -164,13 +164,23 @@ pub fn check_role_arn(arn: &str) -> Result<(), String> {
     if account.len() == 12 && account.chars().all(|c| c.is_ascii_digit()) && name_ok { Ok(()) } else { refused() }
 }
 
-/// The external id Sluice passes when it assumes a source's role: derived from the tenant
-/// (the organization, or the user for a base outside any), never chosen by a caller, so one
-/// tenant cannot make Sluice assume a role that trusts another tenant's id.
-pub fn external_id(org_id: Option<Uuid>, owner_id: Uuid) -> String {
-    match org_id {
-        Some(org) => format!("sluice-org-{}", org.simple()),
-        None => format!("sluice-user-{}", owner_id.simple()),
+/// A new external id for a source's role: 244 random bits (two version-4 UUIDs), made by
+/// Sluice, never chosen by a caller, and one per source. A role's trust policy that requires
+/// it trusts that one source, so no other source — of another tenant, or another member of
+/// the same organization — can make Sluice assume the role.
+pub fn new_external_id() -> String {
+    format!("sluice-{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple())
+}
+
+/// Refuses a role in `deployment_account`: the account the functions run in is never a
+/// tenant's, so no source may reach into it, whatever a role there trusts.
+pub fn check_role_account(arn: &str, deployment_account: Option<&str>) -> Result<(), String> {
+    let account = arn.split(':').nth(4).unwrap_or_default();
+    match deployment_account {
+        Some(own) if own == account => Err(format!(
+            "{arn:?} is a role in this deployment's own account; name a role in the account that owns the bucket"
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -352,11 +362,20 @@ mod tests {
     }
 
     #[test]
-    fn the_external_id_is_the_tenant_s() {
-        let (org, user) = (Uuid::new_v4(), Uuid::new_v4());
-        assert_eq!(external_id(Some(org), user), external_id(Some(org), Uuid::new_v4()));
-        assert_ne!(external_id(Some(org), user), external_id(Some(Uuid::new_v4()), user));
-        assert_ne!(external_id(None, user), external_id(Some(org), user));
+    fn each_external_id_is_new_random_and_fits_sts() {
+        let (a, b) = (new_external_id(), new_external_id());
+        assert_ne!(a, b);
+        // STS takes 2 to 1,224 characters of [\w+=,.@:/-].
+        assert_eq!(a.len(), "sluice-".len() + 64);
+        assert!(a.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'), "{a}");
+    }
+
+    #[test]
+    fn a_role_in_the_deployment_s_own_account_is_refused() {
+        let own = Some("123456789012");
+        assert!(check_role_account("arn:aws:iam::123456789012:role/hr-reader", own).is_err());
+        assert!(check_role_account("arn:aws:iam::210987654321:role/hr-reader", own).is_ok());
+        assert!(check_role_account("arn:aws:iam::123456789012:role/hr-reader", None).is_ok());
     }
 
     #[test]

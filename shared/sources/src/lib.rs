@@ -13,7 +13,7 @@ use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use serde::Deserialize;
-use sluice_domain::sync::{ListedObject, external_id};
+use sluice_domain::sync::ListedObject;
 use sluice_store::{Db, SyncSource};
 use sluice_vault::{Binding, Sealed, Vault, VaultError};
 use std::collections::HashMap;
@@ -153,7 +153,11 @@ impl Remote {
     }
 
     async fn assume(&self, role: &str, source: &SyncSource) -> Result<Credentials, SourceError> {
-        let external_id = external_id(source.org_id, source.created_by);
+        // A role source always has its own id (the schema requires it); none means no session.
+        let external_id = source
+            .external_id
+            .clone()
+            .ok_or(SourceError::AssumeRoleRefused { role: role.to_owned(), external_id: String::new() })?;
         let key = (role.to_owned(), external_id.clone());
         let fresh_until = std::time::SystemTime::now() + SESSION_REUSE_MARGIN;
         if let Some(live) = self.sessions().get(&key).filter(|c| c.expiry().is_some_and(|e| e > fresh_until)) {

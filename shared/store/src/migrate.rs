@@ -21,6 +21,9 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (10, "bounded_ingest", include_str!("../migrations/0010_bounded_ingest.sql")),
     (11, "fair_parse", include_str!("../migrations/0011_fair_parse.sql")),
     (12, "read_back_and_reindex", include_str!("../migrations/0012_read_back_and_reindex.sql")),
+    (13, "vector_index_names", include_str!("../migrations/0013_vector_index_names.sql")),
+    (14, "judged_bytes", include_str!("../migrations/0014_judged_bytes.sql")),
+    (15, "source_external_ids", include_str!("../migrations/0015_source_external_ids.sql")),
 ];
 
 /// The schema version this build's code is written against.

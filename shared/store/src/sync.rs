@@ -39,6 +39,8 @@ pub struct SyncSource {
     pub name: String,
     pub location: S3Location,
     pub role_arn: Option<String>,
+    /// With a role: the source's own external id, which the role's trust policy requires.
+    pub external_id: Option<String>,
     pub secret_id: Option<Uuid>,
     pub sync_mode: SyncMode,
     pub schedule: Option<String>,
@@ -51,7 +53,7 @@ pub struct SyncSource {
 }
 
 const SOURCE_COLUMNS: &str = "s.id, s.kb_id, s.collection_name, s.org_id, s.created_by, s.name, s.config, s.role_arn, \
-    s.secret_id, s.sync_mode, s.schedule, s.next_run_at, s.event_driven, s.organizational_unit, \
+    s.external_id, s.secret_id, s.sync_mode, s.schedule, s.next_run_at, s.event_driven, s.organizational_unit, \
     s.max_removal_percent, s.created_at, s.updated_at";
 
 fn source(row: &Row) -> Result<SyncSource, StoreError> {
@@ -67,6 +69,7 @@ fn source(row: &Row) -> Result<SyncSource, StoreError> {
         location: serde_json::from_value(config)
             .map_err(|e| StoreError::Config(format!("a stored source's config does not read: {e}")))?,
         role_arn: row.get("role_arn"),
+        external_id: row.get("external_id"),
         secret_id: row.get("secret_id"),
         sync_mode: SyncMode::parse(&mode).unwrap_or(SyncMode::NewOnly),
         schedule: row.get("schedule"),
@@ -509,7 +512,8 @@ impl Db {
         tx.execute(
             "INSERT INTO sync_sources (id, kb_id, collection_name, org_id, created_by, name, source_type, config, \
              role_arn, secret_id, sync_mode, schedule, next_run_at, event_driven, organizational_unit, \
-             max_removal_percent) VALUES ($1, $2, $3, $4, $5, $6, 's3', $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+             max_removal_percent, external_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, 's3', $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
             &[
                 &source.id,
                 &source.kb_id,
@@ -526,6 +530,7 @@ impl Db {
                 &source.event_driven,
                 &source.organizational_unit,
                 &source.max_removal_percent,
+                &source.external_id,
             ],
         )
         .await?;
@@ -543,7 +548,7 @@ impl Db {
                 "UPDATE sync_sources SET name = $2, config = $3, role_arn = $4, secret_id = $5, sync_mode = $6, \
                  schedule = $7, next_run_at = CASE WHEN schedule IS NOT DISTINCT FROM $7 AND next_run_at IS NOT NULL \
                  THEN next_run_at ELSE $8 END, event_driven = $9, organizational_unit = $10, \
-                 max_removal_percent = $11, updated_at = now() WHERE id = $1",
+                 max_removal_percent = $11, external_id = $12, updated_at = now() WHERE id = $1",
                 &[
                     &source.id,
                     &source.name,
@@ -556,6 +561,7 @@ impl Db {
                     &source.event_driven,
                     &source.organizational_unit,
                     &source.max_removal_percent,
+                    &source.external_id,
                 ],
             )
             .await?;
