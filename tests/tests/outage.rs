@@ -60,6 +60,7 @@ async fn door_without_database(stack: &Stack) -> String {
         upload: sluice_upload::AppState::new(config, db, blob, extractor, stack.sqs.clone()),
         authorizer: issuer.authorizer(),
         issuer,
+        cors: sluice_local::cors::api_cors(&sluice_local::cors::allowed_origins()),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listener");
     let address = listener.local_addr().expect("address");

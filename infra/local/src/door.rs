@@ -26,6 +26,8 @@ pub struct Door {
     pub authorizer: crate::jwt::Authorizer,
     /// API Gateway's own payload ceiling is replaced by Sluice's request body cap.
     pub body_cap_bytes: u64,
+    /// The HTTP API's CORS configuration, as the template gives it.
+    pub cors: crate::cors::ApiCors,
 }
 
 /// Which function a path belongs to (API Gateway's route table).
@@ -98,7 +100,23 @@ impl Door {
         let started = Instant::now();
         let method = request.method().to_string();
         let path = request.uri().path().to_owned();
-        let response = self.dispatch(request, peer).await;
+        let origin = request.headers().get("origin").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        // API Gateway answers a preflight itself, before any route or authorizer.
+        let preflight =
+            (request.method() == hyper::Method::OPTIONS).then(|| self.cors.preflight(request.headers())).flatten();
+        let response = match preflight {
+            Some(headers) => {
+                let mut response = Response::new(Full::new(Bytes::new()));
+                *response.status_mut() = StatusCode::NO_CONTENT;
+                append(&mut response, headers);
+                response
+            }
+            None => {
+                let mut response = self.dispatch(request, peer).await;
+                append(&mut response, self.cors.answer_headers(origin.as_deref()));
+                response
+            }
+        };
         tracing::info!(
             method,
             path,
@@ -193,6 +211,15 @@ async fn read_body(mut body: Incoming, cap: u64) -> Result<Option<Bytes>, ()> {
         collected.extend_from_slice(&data);
     }
     Ok(if seen > cap { None } else { Some(collected.freeze()) })
+}
+
+/// Adds headers to an answer (a value that is no header value is left out).
+fn append(response: &mut Response<Full<Bytes>>, headers: Vec<(&'static str, String)>) {
+    for (name, value) in headers {
+        if let Ok(value) = hyper::header::HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
 }
 
 fn json_document(value: &serde_json::Value) -> Response<Full<Bytes>> {

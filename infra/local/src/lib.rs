@@ -2,8 +2,10 @@
 //! HTTP front door validates the JWT as API Gateway's authorizer would, turns the request
 //! into an API Gateway HTTP API (payload 2.0) event, and calls the same handler the Lambda
 //! runs. Its SQS pollers feed queue batches to the queue functions as Lambda's event source
-//! would. It also creates the local bucket, KMS key, queues and bucket notifications.
+//! would. It also creates the local bucket (with the template's CORS rules), KMS key, queues
+//! and bucket notifications.
 
+pub mod cors;
 pub mod door;
 pub mod event;
 pub mod jwt;

@@ -30,6 +30,10 @@ async fn serve() -> Result<(), Error> {
     let kms = aws_sdk_kms::Client::new(&sdk);
     let bucket = std::env::var("SLUICE_BUCKET").map_err(|_| "SLUICE_BUCKET is missing")?;
     sluice_local::resources::ensure_bucket(&s3, &bucket).await?;
+    // Browsers PUT presigned uploads and follow download links to the bucket under the
+    // template's own CORS rules.
+    let origins = sluice_local::cors::allowed_origins();
+    sluice_local::resources::put_bucket_cors(&s3, &bucket, &sluice_local::cors::bucket_rules(&origins)).await?;
     let key = sluice_local::resources::configured_kms_key(&kms).await?;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let mut queue_urls = std::collections::HashMap::new();
@@ -124,6 +128,7 @@ async fn serve() -> Result<(), Error> {
         upload: sluice_upload::AppState::new(config, db, blob, extractor, sqs),
         authorizer: issuer.authorizer(),
         issuer,
+        cors: sluice_local::cors::api_cors(&origins),
     };
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(%addr, bucket, kms_key = key, "sluice-local is serving");

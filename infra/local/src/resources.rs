@@ -26,6 +26,36 @@ pub async fn ensure_bucket(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<(), 
     Ok(())
 }
 
+/// Puts `rules` as the bucket's CORS configuration (replacing any).
+pub async fn put_bucket_cors(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    rules: &[crate::cors::BucketCorsRule],
+) -> Result<(), ResourceError> {
+    use aws_sdk_s3::types::{CorsConfiguration, CorsRule};
+    let mut built = Vec::new();
+    for rule in rules {
+        let cors = CorsRule::builder()
+            .set_allowed_methods(Some(rule.allowed_methods.clone()))
+            .set_allowed_origins(Some(rule.allowed_origins.clone()))
+            .set_allowed_headers(Some(rule.allowed_headers.clone()))
+            .set_expose_headers(Some(rule.exposed_headers.clone()))
+            .set_max_age_seconds(rule.max_age_seconds)
+            .build()
+            .map_err(|e| failed("bucket cors", e))?;
+        built.push(cors);
+    }
+    let configuration =
+        CorsConfiguration::builder().set_cors_rules(Some(built)).build().map_err(|e| failed("bucket cors", e))?;
+    s3.put_bucket_cors()
+        .bucket(bucket)
+        .cors_configuration(configuration)
+        .send()
+        .await
+        .map_err(|e| failed("bucket cors", e))?;
+    Ok(())
+}
+
 /// The ARN of the key behind `alias`, creating key and alias on first use.
 pub async fn ensure_kms_key(kms: &aws_sdk_kms::Client, alias: &str) -> Result<String, ResourceError> {
     if let Ok(found) = kms.describe_key().key_id(alias).send().await
