@@ -4,8 +4,10 @@
 //! inside one call into PDFium, or an allocation nobody foresaw, cannot be stopped from
 //! inside the process. So each file is read by a worker: the function's own binary started
 //! again with `SLUICE_EXTRACT_WORKER` set. The worker caps its address space and CPU time
-//! with `setrlimit`, reads one job from stdin, writes one JSON line to stdout and exits; the
-//! parent kills it at the wall-clock deadline. Whatever the worker does, the parent keeps
+//! with `setrlimit`, confines itself (`confine`: no capabilities, no sockets, no ptrace, no
+//! exec), reads one job from stdin, writes one JSON line to stdout and exits; the parent,
+//! made non-dumpable first, starts it in a process group of its own and kills the whole group
+//! at the wall-clock deadline (and after every job, so nothing it started outlives it). Whatever the worker does, the parent keeps
 //! serving, and the file is answered as unreadable (a TIFF, which must be decodable, is
 //! refused as undecodable, and an archive, which must be checked to the end, as uncheckable).
 //!
@@ -18,9 +20,13 @@ use sluice_domain::FileContent;
 use sluice_formats::kinds::Family;
 use sluice_formats::{ExtractOptions, Extraction, FileKind, FileType, Refusal, RefusalCode};
 use std::io::{BufRead, Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+mod confine;
+pub use confine::{close_to_same_user, confine_worker};
 
 /// Set in a worker's environment; its presence makes [`serve_if_worker`] serve.
 pub const WORKER_ENV: &str = "SLUICE_EXTRACT_WORKER";
@@ -84,6 +90,9 @@ impl Extractor {
     /// Workers are `program` (a binary whose `main` calls [`serve_if_worker`]), each
     /// allowed `memory_bytes` of address space.
     pub fn new(program: impl Into<PathBuf>, memory_bytes: u64) -> Self {
+        // Before any worker exists: a worker reached by a hostile file cannot read this
+        // process's memory or environment (its credentials).
+        close_to_same_user();
         Self { program: program.into(), memory_bytes, hard_time_limit: None }
     }
 
@@ -133,6 +142,8 @@ impl Extractor {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            // A group of its own: whatever it starts is killed with it.
+            .process_group(0)
             .spawn()
             .map_err(IsolateError::Spawn)?;
         // JSON escapes a character to at most six bytes; the rest is the envelope.
@@ -233,6 +244,8 @@ fn supervise(mut child: Child, job: &Job, bytes: &[u8], hard_time_limit: Duratio
         });
         let errors = scope.spawn(move || read_capped(stderr, MAX_STDERR_BYTES));
         let status = wait_until(&mut child, deadline);
+        // Nothing the worker started outlives it, however it ended.
+        kill_group(&child);
         let reply = reply.join().ok().flatten();
         let errors = errors.join().unwrap_or_default();
         match status {
@@ -258,11 +271,19 @@ fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
                 pause = (pause * 2).min(Duration::from_millis(20));
             }
             _ => {
+                kill_group(child);
                 let _ = child.kill();
                 let _ = child.wait();
                 return None;
             }
         }
+    }
+}
+
+/// Kills every process of the worker's group (its id is the worker's pid).
+fn kill_group(child: &Child) {
+    if let Ok(group) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), nix::sys::signal::Signal::SIGKILL);
     }
 }
 
@@ -316,7 +337,13 @@ pub fn serve_if_worker() {
     if std::env::var_os(WORKER_ENV).is_none() {
         return;
     }
-    let code = match serve() {
+    serve_with(sluice_formats::extract);
+}
+
+/// Serves the one job on stdin with `extract`, confined as every worker is, and exits the
+/// process. The workers' own entry point (and a test's stand-in for a parser gone rogue).
+pub fn serve_with(extract: impl FnOnce(&'static FileKind, &[u8], &ExtractOptions) -> Result<Extraction, Refusal>) -> ! {
+    let code = match serve(extract) {
         Ok(()) => 0,
         Err(message) => {
             eprintln!("sluice extract worker: {message}");
@@ -326,7 +353,9 @@ pub fn serve_if_worker() {
     std::process::exit(code);
 }
 
-fn serve() -> Result<(), String> {
+fn serve(
+    extract: impl FnOnce(&'static FileKind, &[u8], &ExtractOptions) -> Result<Extraction, Refusal>,
+) -> Result<(), String> {
     let mut stdin = std::io::stdin().lock();
     let mut header = Vec::new();
     (&mut stdin).take(MAX_JOB_HEADER_BYTES).read_until(b'\n', &mut header).map_err(|e| e.to_string())?;
@@ -341,7 +370,10 @@ fn serve() -> Result<(), String> {
     if bytes.len() as u64 != job.file_bytes {
         return Err(format!("the job ended after {} of {} bytes", bytes.len(), job.file_bytes));
     }
-    let reply = match sluice_formats::extract(kind, &bytes, &job.options) {
+    // Confined before the parsers touch a byte of the file. LibreOffice, where configured,
+    // is a program the worker starts.
+    confine_worker(std::env::var_os("SLUICE_SOFFICE").is_some_and(|v| !v.is_empty()))?;
+    let reply = match extract(kind, &bytes, &job.options) {
         Ok(extraction) => Reply::Extracted(extraction),
         Err(refusal) => Reply::Refused(refusal),
     };

@@ -124,3 +124,51 @@ fn a_worker_sees_none_of_the_functions_secrets() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A worker whose parser was taken over, told by the file which escape to try.
+fn rogue() -> Extractor {
+    Extractor::new(env!("CARGO_BIN_EXE_sluice-escape-probe"), DEFAULT_MEMORY_BYTES)
+}
+
+#[test]
+fn a_worker_that_tries_to_escape_is_stopped_and_the_file_refused() {
+    let options = ExtractOptions::new(100_000);
+    // Each of these kills the worker at the forbidden call: a TIFF (which must decode) is
+    // refused, and nothing of the escape reaches the answer.
+    let mark = std::env::temp_dir().join(format!("sluice-escaped-{}", std::process::id()));
+    let exec = format!("exec:{}", mark.display());
+    for escape in ["socket", "ptrace", "process_vm_readv", exec.as_str(), "kill"] {
+        let answer = rogue().extract(kind("tiff"), escape.as_bytes(), &options).expect("spawned");
+        let refusal = answer.expect_err(escape);
+        assert_eq!(refusal.code, RefusalCode::UndecodableImage, "{escape}: {}", refusal.message);
+        assert!(refusal.message.contains("crashed"), "{escape}: {}", refusal.message);
+    }
+    assert!(!mark.exists(), "a program the worker started ran");
+    // The parent's environment (a Lambda's credentials live there) is closed to the worker,
+    // even where the worker runs as root: the parent is not dumpable, and the worker holds
+    // no capability.
+    let answer = rogue().extract(kind("txt"), b"environ", &options).expect("spawned").expect("answered");
+    let text = answer.text.expect("the probe's verdict");
+    assert!(text.starts_with("denied: "), "{text}");
+    assert!(!text.contains("AWS_") && !text.contains("PATH="), "{text}");
+}
+
+#[test]
+fn nothing_a_worker_starts_outlives_it() {
+    // A stand-in worker that leaves a process behind and exits without answering.
+    let dir = std::env::temp_dir().join(format!("sluice-worker-linger-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let pid_file = dir.join("pid");
+    let program = dir.join("worker.sh");
+    std::fs::write(&program, format!("#!/bin/sh\nsleep 60 &\necho $! > '{}'\n", pid_file.display())).expect("script");
+    std::process::Command::new("chmod").arg("+x").arg(&program).status().expect("chmod");
+    let _ = Extractor::new(&program, DEFAULT_MEMORY_BYTES).extract(kind("txt"), b"hello", &ExtractOptions::new(100));
+    let pid = std::fs::read_to_string(&pid_file).expect("the worker ran").trim().to_owned();
+    let started = Instant::now();
+    // Gone, or a zombie waiting for its reaper: either way no longer running.
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z ")) {
+        assert!(started.elapsed() < Duration::from_secs(5), "process {pid} outlived its worker");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
