@@ -223,6 +223,46 @@ fn custom_resource_event(kind: &str, url: &str) -> sluice_migrate::Request {
     .expect("a custom-resource event")
 }
 
+const MIGRATION_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+#[tokio::test]
+async fn a_migration_that_never_finishes_and_an_answer_never_taken_end_in_time() {
+    use aws_lambda_events::event::cloudformation::CloudFormationCustomResourceResponseStatus as Status;
+    // A database that never answers (a black-holed route): the step answers FAILED with
+    // advice when its budget runs out, rather than leaving CloudFormation waiting.
+    let started = std::time::Instant::now();
+    let never = std::future::pending::<Result<sluice_store::MigrationReport, sluice_store::StoreError>>();
+    let (_, response) = sluice_migrate::handle_with(
+        custom_resource_event("Create", "http://127.0.0.1:9/r"),
+        std::time::Duration::from_secs(1),
+        never,
+    )
+    .await;
+    assert_eq!(response.status, Status::Failed);
+    let reason = response.reason.expect("a reason");
+    assert!(reason.starts_with("migrate: Timeout: ") && reason.contains("route tables"), "{reason}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // A response URL that accepts the connection and never answers: the answer gives up.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listener");
+    let url = format!("http://{}/response", listener.local_addr().expect("addr"));
+    let held = tokio::spawn(async move {
+        let (socket, _) = listener.accept().await.expect("accept");
+        tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+        drop(socket);
+    });
+    let started = std::time::Instant::now();
+    let outcome = sluice_migrate::respond(&url, &response_for_test(), std::time::Duration::from_secs(1)).await;
+    assert!(outcome.is_err(), "an answer nobody takes is an error");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+    held.abort();
+}
+
+fn response_for_test() -> aws_lambda_events::event::cloudformation::CloudFormationCustomResourceResponse {
+    let mut response = aws_lambda_events::event::cloudformation::CloudFormationCustomResourceResponse::default();
+    response.physical_resource_id = sluice_migrate::PHYSICAL_ID.to_owned();
+    response
+}
+
 #[tokio::test]
 async fn the_migrate_function_answers_cloudformation() {
     use aws_lambda_events::event::cloudformation::CloudFormationCustomResourceResponseStatus as Status;
@@ -254,7 +294,8 @@ async fn the_migrate_function_answers_cloudformation() {
     });
 
     for kind in ["Create", "Update"] {
-        let (answer_url, response) = sluice_migrate::handle(&stack.sdk, custom_resource_event(kind, &url), None).await;
+        let (answer_url, response) =
+            sluice_migrate::handle(&stack.sdk, custom_resource_event(kind, &url), None, MIGRATION_LIMIT).await;
         assert_eq!(answer_url, url);
         assert_eq!(response.status, Status::Success, "{kind}: {:?}", response.reason);
         assert_eq!(response.physical_resource_id, sluice_migrate::PHYSICAL_ID);
@@ -262,11 +303,12 @@ async fn the_migrate_function_answers_cloudformation() {
         assert_eq!(response.data.get("AppLogin"), Some(&stack.app_login.username));
         assert_eq!(response.data.get("VectorLogin"), Some(&stack.vector_login.username));
     }
-    let (_, deleted) = sluice_migrate::handle(&stack.sdk, custom_resource_event("Delete", &url), None).await;
+    let (_, deleted) =
+        sluice_migrate::handle(&stack.sdk, custom_resource_event("Delete", &url), None, MIGRATION_LIMIT).await;
     assert_eq!(deleted.status, Status::Success);
     assert!(deleted.data.is_empty(), "a delete migrates nothing");
 
-    sluice_migrate::respond(&url, &deleted).await.expect("answered");
+    sluice_migrate::respond(&url, &deleted, sluice_migrate::ANSWER_TIMEOUT).await.expect("answered");
     let request = received.await.expect("the answer arrived");
     assert!(request.starts_with("PUT /response?signed=1 "), "{request}");
     let body = &request[request.find("\r\n\r\n").expect("body") + 4..];

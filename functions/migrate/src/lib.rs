@@ -3,7 +3,9 @@
 //! deploy runs it) the migrations are applied with the administrator's login and the
 //! application login is created or brought up to date; `Delete` keeps the data. The answer
 //! goes to CloudFormation's presigned URL; a failure is `FAILED` with a reason that names
-//! the step, never a silent timeout. With `SLUICE_DEPLOYMENT_EMBEDDINGS_URL` set (the
+//! the step, never a silent timeout: the migration runs within the invocation's time less
+//! what the answer needs, and the answer itself has a timeout, so a database or network
+//! that never answers ends in `FAILED`, not in CloudFormation waiting out its hour. With `SLUICE_DEPLOYMENT_EMBEDDINGS_URL` set (the
 //! template sets the in-process model's `model://all-minilm-l6-v2`), the step also registers
 //! it as the deployment-wide keyless `local` service, so an `app` base can embed.
 
@@ -17,11 +19,24 @@ pub type Request = CloudFormationCustomResourceRequest;
 /// The one physical id: the schema is one resource whatever its version.
 pub const PHYSICAL_ID: &str = "sluice-schema";
 
-/// Runs the step for `request`; the URL to answer at and the answer.
+/// How long the answer to CloudFormation may take, connection included.
+pub const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Runs the step for `request` within `time_limit`; the URL to answer at and the answer.
 pub async fn handle(
     sdk: &aws_config::SdkConfig,
     request: Request,
     deployment_embeddings: Option<&str>,
+    time_limit: std::time::Duration,
+) -> (String, Response) {
+    handle_with(request, time_limit, sluice_store::Db::migrate_from_env(sdk, deployment_embeddings)).await
+}
+
+/// [`handle`] with the migration given: it is awaited at most `time_limit`.
+pub async fn handle_with(
+    request: Request,
+    time_limit: std::time::Duration,
+    migration: impl std::future::Future<Output = Result<sluice_store::MigrationReport, sluice_store::StoreError>>,
 ) -> (String, Response) {
     let mut response = Response::default();
     response.physical_resource_id = PHYSICAL_ID.to_owned();
@@ -52,7 +67,17 @@ pub async fn handle(
         response.reason = Some("the database and its data are kept".to_owned());
         return (url, response);
     }
-    match sluice_store::Db::migrate_from_env(sdk, deployment_embeddings).await {
+    let Ok(outcome) = tokio::time::timeout(time_limit, migration).await else {
+        tracing::error!(seconds = time_limit.as_secs(), "migration did not finish in time");
+        response.status = Status::Failed;
+        response.reason = Some(format!(
+            "migrate: Timeout: the database or Secrets Manager did not answer within {} s; check that the \
+             functions' subnets reach them (security groups, route tables, endpoints), then deploy again",
+            time_limit.as_secs()
+        ));
+        return (url, response);
+    };
+    match outcome {
         Ok(report) => {
             tracing::info!(applied = ?report.applied, schema_version = report.schema_version, "migrated");
             response.status = Status::Success;
@@ -70,11 +95,15 @@ pub async fn handle(
 }
 
 /// PUTs the answer to CloudFormation's presigned URL (with no content type, which the
-/// signature does not cover).
-pub async fn respond(url: &str, response: &Response) -> Result<(), String> {
+/// signature does not cover), giving up after `timeout`.
+pub async fn respond(url: &str, response: &Response, timeout: std::time::Duration) -> Result<(), String> {
     let body = serde_json::to_vec(response).map_err(|e| e.to_string())?;
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::builder().build().map_err(|e| e.to_string())?;
+    let client = reqwest::Client::builder()
+        .connect_timeout(timeout.min(std::time::Duration::from_secs(10)))
+        .timeout(timeout)
+        .build()
+        .map_err(|e| e.to_string())?;
     let answer = client
         .put(url)
         .header("content-type", "")

@@ -11,9 +11,13 @@ async fn main() -> Result<(), Error> {
     let embeddings = std::env::var("SLUICE_DEPLOYMENT_EMBEDDINGS_URL").ok().filter(|v| !v.is_empty());
     let embeddings = embeddings.as_deref();
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Request>| async move {
-        let (url, response) = sluice_migrate::handle(sdk, event.payload, embeddings).await;
+        // The migration gets what is left of the invocation less the answer's own time.
+        let deadline = std::time::UNIX_EPOCH + std::time::Duration::from_millis(event.context.deadline);
+        let left = deadline.duration_since(std::time::SystemTime::now()).unwrap_or_default();
+        let budget = left.saturating_sub(sluice_migrate::ANSWER_TIMEOUT + std::time::Duration::from_secs(5));
+        let (url, response) = sluice_migrate::handle(sdk, event.payload, embeddings, budget).await;
         // CloudFormation waits for this answer; a lost one fails the stack after its timeout.
-        sluice_migrate::respond(&url, &response).await.map_err(Error::from)
+        sluice_migrate::respond(&url, &response, sluice_migrate::ANSWER_TIMEOUT).await.map_err(Error::from)
     }))
     .await
 }
