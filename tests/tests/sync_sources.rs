@@ -414,6 +414,43 @@ async fn user_org(stack: &Stack, user: &User, kb: &str) -> Uuid {
 }
 
 #[tokio::test]
+async fn sources_are_capped_per_base_and_event_driven_ones_per_bucket() {
+    let stack = Stack::from_env().await;
+    let stub = StubProvider::start(vec![StubProvider::sized()], 384).await;
+    let (user, kb) = editor_and_base(&stack, &stub).await;
+    let secret = key_pair(&stack, &user).await;
+    let bucket = format!("capped-{}", &Uuid::new_v4().simple().to_string()[..12]);
+    let limit = sluice_knowledge::MAX_EVENT_SOURCES_PER_BUCKET as usize;
+    for n in 0..limit {
+        let mut body = s3_source(&bucket, &format!("p{n}/"), &secret);
+        body["event_driven"] = json!(true);
+        new_source(&stack, &user, &kb, body).await;
+    }
+    let mut one_more = s3_source(&bucket, "more/", &secret);
+    one_more["event_driven"] = json!(true);
+    let (status, refused) =
+        stack.call_json(&user, Method::POST, &format!("/kb/{kb}/sync-sources"), Some(one_more.clone())).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["error"]["details"]["fields"]["event_driven"].is_string(), "{refused}");
+    // Scheduled instead, it is taken; then the base's own cap holds.
+    one_more["event_driven"] = json!(false);
+    new_source(&stack, &user, &kb, one_more).await;
+    for n in (limit + 1)..sluice_knowledge::MAX_SOURCES_PER_BASE {
+        new_source(&stack, &user, &kb, s3_source(&bucket, &format!("s{n}/"), &secret)).await;
+    }
+    let (status, refused) = stack
+        .call_json(&user, Method::POST, &format!("/kb/{kb}/sync-sources"), Some(s3_source(&bucket, "last/", &secret)))
+        .await;
+    assert_eq!(status, 409, "{refused}");
+    // Another tenant's sources on the same bucket count against their own cap only.
+    let (other, other_kb) = editor_and_base(&stack, &stub).await;
+    let other_secret = key_pair(&stack, &other).await;
+    let mut theirs = s3_source(&bucket, "p0/", &other_secret);
+    theirs["event_driven"] = json!(true);
+    new_source(&stack, &other, &other_kb, theirs).await;
+}
+
+#[tokio::test]
 async fn an_event_applies_one_object_and_a_due_schedule_starts_one_run() {
     let stack = Stack::from_env().await;
     let stub = StubProvider::start(vec![StubProvider::sized()], 384).await;
@@ -428,6 +465,15 @@ async fn an_event_applies_one_object_and_a_due_schedule_starts_one_run() {
     let queue = stack.sqs.get_queue_url().queue_name("sluice-parse").send().await.expect("queue");
     let arn = sluice_local::resources::queue_arn(&stack.sqs, queue.queue_url().expect("url")).await.expect("arn");
     sluice_local::resources::ensure_upload_notifications(&stack.s3, &bucket, &arn, &["inbox/"]).await.expect("notify");
+    // Another tenant's event-driven source on the same bucket, whose credential is gone: the
+    // event becomes one job per source, and that source's failure is its own.
+    let (other, other_kb) = editor_and_base(&stack, &stub).await;
+    let other_secret = key_pair(&stack, &other).await;
+    let mut broken = s3_source(&bucket, "inbox/", &other_secret);
+    broken["event_driven"] = json!(true);
+    new_source(&stack, &other, &other_kb, broken).await;
+    let (status, _) = stack.call(&other, Method::DELETE, &format!("/secrets/{other_secret}"), None).await;
+    assert!(status < 300, "the other tenant's credential deleted: {status}");
 
     put(&stack, &bucket, "inbox/memo.md", "A memo that arrived by event.").await;
     put(&stack, &bucket, "outbox/other.md", "Not under the prefix.").await;

@@ -12,6 +12,7 @@ mod reindex;
 mod search;
 mod secrets;
 mod sources;
+pub use sources::{MAX_EVENT_SOURCES_PER_BUCKET, MAX_SOURCES_PER_BASE};
 
 pub use error::KnowledgeError;
 

@@ -147,6 +147,44 @@ async fn credential(
     }
 }
 
+/// The most sources one base may have: each is listed, scheduled and audited on its own.
+pub const MAX_SOURCES_PER_BASE: usize = 20;
+
+/// The most event-driven sources one tenant may point at one bucket: every event in that
+/// bucket becomes a job per source, so this bounds what one event costs.
+pub const MAX_EVENT_SOURCES_PER_BUCKET: i64 = 10;
+
+/// Refuses a source that would pass either cap.
+async fn within_caps(
+    state: &State,
+    base: &KnowledgeBase,
+    source: &SyncSource,
+    new: bool,
+) -> Result<(), KnowledgeError> {
+    if new && state.db.sync_sources_of(base.id).await?.len() >= MAX_SOURCES_PER_BASE {
+        return Err(KnowledgeError::Conflict {
+            field: "kb_id",
+            message: format!("a knowledge base has at most {MAX_SOURCES_PER_BASE} sync sources; delete one first"),
+        });
+    }
+    if source.event_driven {
+        let others = state
+            .db
+            .tenant_event_sources_on(&source.location.bucket, source.org_id, source.created_by, source.id)
+            .await?;
+        if others >= MAX_EVENT_SOURCES_PER_BUCKET {
+            return Err(invalid(
+                "event_driven",
+                &format!(
+                    "at most {MAX_EVENT_SOURCES_PER_BUCKET} event-driven sources may read one bucket; \
+                     widen an existing source's prefix or schedule this one instead"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 const SOURCE_FIELDS: &[&str] = &[
     "type",
     "name",
@@ -267,6 +305,7 @@ pub async fn create(
         updated_at: now,
     };
     apply_fields(state, caller, &base, &body, &mut source).await?;
+    within_caps(state, &base, &source, true).await?;
     let who = Audit { actor_id: caller.user_id, previous_collection: None };
     if !state.db.insert_sync_source(&source, &who).await? {
         return Err(KnowledgeError::NotFound);
@@ -312,6 +351,7 @@ pub async fn patch(
     }
     fields::only(&body, SOURCE_FIELDS)?;
     apply_fields(state, caller, &base, &body, &mut source).await?;
+    within_caps(state, &base, &source, false).await?;
     let who = Audit { actor_id: caller.user_id, previous_collection: None };
     if !state.db.update_sync_source(&source, &who).await? {
         return Err(KnowledgeError::Missing("Sync source"));

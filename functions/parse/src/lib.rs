@@ -21,7 +21,7 @@ use sluice_queue::SqsBatchResponse;
 use sluice_queue::jobs::{Dispatcher, DocumentJob};
 use sluice_queue::s3::{Change, ObjectChange, S3Message};
 use sluice_sources::Remote;
-use sluice_store::{DOCUMENT_UPLOAD_PREFIX, Db, SyncRunJob};
+use sluice_store::{DOCUMENT_UPLOAD_PREFIX, Db, SourceEventJob, SyncRunJob};
 use sluice_vault::Vault;
 use uuid::Uuid;
 
@@ -78,6 +78,9 @@ async fn handle_message(state: &State, body: &str) -> Result<(), ParseError> {
     }
     if let Ok(job) = serde_json::from_str::<SyncRunJob>(body) {
         return sync::run_job(state, job).await;
+    }
+    if let Ok(job) = serde_json::from_str::<SourceEventJob>(body) {
+        return sync::source_event(state, job).await;
     }
     match sluice_queue::s3::decode(body)? {
         S3Message::Test => Ok(()),

@@ -12,7 +12,9 @@ use crate::{ParseError, State};
 use sluice_domain::sync::{ListedKey, ListedObject, listed_key};
 use sluice_queue::s3::{Change, ObjectChange};
 use sluice_sources::{SourceClient, SourceError};
-use sluice_store::{Document, ListedFile, PageOutcome, SYNC_RUN_TOPIC, SyncRunJob, SyncSource};
+use sluice_store::{
+    Document, ListedFile, PageOutcome, SOURCE_EVENT_TOPIC, SYNC_RUN_TOPIC, SourceEventJob, SyncRunJob, SyncSource,
+};
 
 /// Keys asked for per ListObjectsV2 request (S3's most).
 pub const PAGE_KEYS: i32 = 1000;
@@ -216,29 +218,51 @@ async fn unchanged_by_hash(
     }
 }
 
-/// An object created or removed in a bucket that is not the deployment's: applied to every
-/// event-driven source whose prefix holds it, through the same decision as a run. The
-/// event is a hint: the object is asked for with the source's credential, and what the
-/// bucket says now decides.
+/// An object created or removed in a bucket that is not the deployment's: one job per
+/// event-driven source whose prefix holds it, each applied on its own delivery
+/// ([`source_event`]), so a source that cannot read its bucket fails only its own job.
+/// Sending them again (a redelivered event) is harmless: applying is idempotent.
 pub async fn object_changed(state: &State, change: &ObjectChange) -> Result<(), ParseError> {
     if change.change == Change::Other {
         return Ok(());
     }
-    for source in state.db.event_sources(&change.bucket).await? {
-        if !source.location.holds(&change.bucket, &change.key) {
-            continue;
-        }
-        let client = match state.remote.client_for(&state.db, &state.vault, &source).await {
-            Ok(client) => client,
-            Err(error) if error.is_transient() => return Err(ParseError::Source(error)),
-            Err(error) => {
-                tracing::warn!(source = %source.id, error = %error, "an event for a source that cannot read its bucket");
-                continue;
-            }
-        };
-        apply_event(state, &source, &client, &change.key).await?;
+    let jobs: Vec<serde_json::Value> = state
+        .db
+        .event_sources(&change.bucket)
+        .await?
+        .into_iter()
+        .filter(|source| source.location.holds(&change.bucket, &change.key))
+        .map(|source| SourceEventJob { source_id: source.id, key: change.key.clone() })
+        .filter_map(|job| serde_json::to_value(job).ok())
+        .collect();
+    if jobs.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    tracing::info!(bucket = %change.bucket, key = %change.key, sources = jobs.len(), "object event fanned out");
+    state.dispatcher.send_all(SOURCE_EVENT_TOPIC, &jobs).await.map_err(|e| ParseError::Dispatch(e.to_string()))
+}
+
+/// One source's part of a bucket event, through the same decision as a run. The event is
+/// a hint: the object is asked for with the source's credential, and what the bucket says
+/// now decides. A source gone or no longer event-driven does nothing; one whose credential
+/// or bucket refuses is logged and acknowledged (its owner fixes it); only a passing
+/// failure is retried, and only this job.
+pub async fn source_event(state: &State, job: SourceEventJob) -> Result<(), ParseError> {
+    let Some(source) = state.db.sync_source(job.source_id).await?.filter(|s| s.event_driven) else {
+        return Ok(());
+    };
+    if !source.location.holds(&source.location.bucket, &job.key) {
+        return Ok(());
+    }
+    let client = match state.remote.client_for(&state.db, &state.vault, &source).await {
+        Ok(client) => client,
+        Err(error) if error.is_transient() => return Err(ParseError::Source(error)),
+        Err(error) => {
+            tracing::warn!(source = %source.id, error = %error, "an event for a source that cannot read its bucket");
+            return Ok(());
+        }
+    };
+    apply_event(state, &source, &client, &job.key).await
 }
 
 async fn apply_event(state: &State, source: &SyncSource, client: &SourceClient, key: &str) -> Result<(), ParseError> {

@@ -236,6 +236,7 @@ impl Config {
         if let Some(url) = &self.parse_queue_url {
             routes.push(("parse-document".to_owned(), url.clone()));
             routes.push(("sync-run".to_owned(), url.clone()));
+            routes.push(("sync-event".to_owned(), url.clone()));
         }
         if let Some(url) = &self.ingest_queue_url {
             routes.push(("ingest".to_owned(), url.clone()));

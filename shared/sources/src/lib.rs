@@ -42,6 +42,12 @@ pub enum SourceError {
     AccessDenied { bucket: String, operation: &'static str },
     #[error("the bucket {0} does not exist")]
     NoSuchBucket(String),
+    /// A redirect or a malformed request: the source names the wrong region (or the
+    /// request can never succeed as made). Asking again changes nothing.
+    #[error(
+        "the bucket {bucket} answered {status} to {operation}; set the source's config.region to the bucket's region"
+    )]
+    WrongRegion { bucket: String, operation: &'static str, status: u16 },
     #[error("the object is gone")]
     NotFound,
     #[error("the object is larger than {0} bytes")]
@@ -69,6 +75,7 @@ impl SourceError {
             Self::AssumeRoleRefused { .. } => "AssumeRoleRefused",
             Self::AccessDenied { .. } => "AccessDenied",
             Self::NoSuchBucket(_) => "NoSuchBucket",
+            Self::WrongRegion { .. } => "WrongRegion",
             Self::NotFound => "ObjectGone",
             Self::TooLarge(_) => "TooLarge",
             Self::Unavailable { .. } | Self::Store(_) => "ServiceUnavailable",
@@ -78,6 +85,23 @@ impl SourceError {
     /// `stage: Type: advice`, as a row or a run log stores it.
     pub fn stored(&self, stage: &str) -> String {
         format!("{stage}: {}: {self}", self.type_name())
+    }
+}
+
+/// What an S3 refusal means for a source: only a failure that may pass by itself (a
+/// timeout, throttling, a 5xx) is retried; the rest is the source owner's to fix.
+fn classify(bucket: &str, operation: &'static str, code: Option<&str>, status: Option<u16>) -> SourceError {
+    match (code, status) {
+        (Some("NoSuchBucket"), _) => SourceError::NoSuchBucket(bucket.to_owned()),
+        (Some("NoSuchKey"), _) | (_, Some(404)) => SourceError::NotFound,
+        (Some("AccessDenied" | "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "ExpiredToken"), _)
+        | (_, Some(401 | 403)) => SourceError::AccessDenied { bucket: bucket.to_owned(), operation },
+        // A redirect (the bucket is in another region) or a 400 is permanent: a retry asks
+        // the same and gets the same.
+        (_, Some(status @ (300..=399 | 400))) => {
+            SourceError::WrongRegion { bucket: bucket.to_owned(), operation, status }
+        }
+        _ => SourceError::Unavailable { operation },
     }
 }
 
@@ -289,14 +313,7 @@ impl SourceClient {
         error: &aws_sdk_s3::error::SdkError<E>,
     ) -> SourceError {
         tracing::warn!(error = ?error, bucket = %self.bucket, operation, "source request failed");
-        let status = error.raw_response().map(|r| r.status().as_u16());
-        match (error.code(), status) {
-            (Some("NoSuchBucket"), _) => SourceError::NoSuchBucket(self.bucket.clone()),
-            (Some("NoSuchKey"), _) | (_, Some(404)) => SourceError::NotFound,
-            (Some("AccessDenied" | "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "ExpiredToken"), _)
-            | (_, Some(401 | 403)) => SourceError::AccessDenied { bucket: self.bucket.clone(), operation },
-            _ => SourceError::Unavailable { operation },
-        }
+        classify(&self.bucket, operation, error.code(), error.raw_response().map(|r| r.status().as_u16()))
     }
 
     /// Up to `max_keys` keys under `prefix` after `start_after`, directory markers included
@@ -360,5 +377,28 @@ impl SourceClient {
             .map_err(|_| SourceError::Unavailable { operation: "GetObject" })?
             .ok_or(SourceError::TooLarge(max_bytes))?;
         Ok(Fetched { bytes, etag })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_passing_failure_is_retried() {
+        for (code, status) in [
+            (Some("PermanentRedirect"), Some(301)),
+            (None, Some(307)),
+            (Some("AuthorizationHeaderMalformed"), Some(400)),
+        ] {
+            let error = classify("b", "ListObjectsV2", code, status);
+            assert!(matches!(error, SourceError::WrongRegion { .. }), "{code:?} {status:?}: {error}");
+            assert!(!error.is_transient());
+            assert!(error.to_string().contains("config.region"), "{error}");
+        }
+        assert!(!classify("b", "HeadObject", Some("AccessDenied"), Some(403)).is_transient());
+        for status in [Some(500), Some(503), None] {
+            assert!(classify("b", "HeadObject", None, status).is_transient(), "{status:?}");
+        }
     }
 }

@@ -31,8 +31,8 @@ pub use reindex::{INGEST_TOPIC, ReindexProgress, ReindexStart};
 pub use removals::Reaped;
 pub use search::{Hit, ScopeBase, SearchFilters};
 pub use sync::{
-    Audit, ListedFile, ListingEnd, MAX_LOGGED_FAILURES, PageOutcome, RunScope, RunStart, SYNC_RUN_TOPIC, SyncRun,
-    SyncRunJob, SyncSource,
+    Audit, ListedFile, ListingEnd, MAX_LOGGED_FAILURES, PageOutcome, RunScope, RunStart, SOURCE_EVENT_TOPIC,
+    SYNC_RUN_TOPIC, SourceEventJob, SyncRun, SyncRunJob, SyncSource,
 };
 pub use vectors::{VECTOR_TABLE_COMMENT, VectorTableError};
 

@@ -186,6 +186,21 @@ pub struct SyncRunJob {
     pub step: i32,
 }
 
+/// The outbox and queue topic of [`SourceEventJob`]s (the parse queue's).
+pub const SOURCE_EVENT_TOPIC: &str = "sync-event";
+
+/// One bucket event for one event-driven source. An event naming a bucket fans out to a
+/// job per source whose prefix holds the key, each delivered, retried and dead-lettered on
+/// its own: one tenant's source that cannot read its bucket never holds up or fails another
+/// tenant's. The job names no change: the bucket, asked with the source's credential, says
+/// what is there now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceEventJob {
+    pub source_id: Uuid,
+    pub key: String,
+}
+
 /// One listed object that is a file, its label made safe.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedFile {
@@ -615,6 +630,26 @@ impl Db {
             )
             .await?;
         rows.iter().map(source).collect()
+    }
+
+    /// How many other event-driven sources of the tenant (`org_id`, or the owner outside
+    /// any) read `bucket`, `except` the one being saved.
+    pub async fn tenant_event_sources_on(
+        &self,
+        bucket: &str,
+        org_id: Option<Uuid>,
+        owner: Uuid,
+        except: Uuid,
+    ) -> Result<i64, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                "SELECT count(*) FROM sync_sources WHERE event_driven AND config ->> 'bucket' = $1 AND id <> $4 \
+                 AND CASE WHEN $2::uuid IS NULL THEN org_id IS NULL AND created_by = $3 ELSE org_id = $2 END",
+                &[&bucket, &org_id, &owner, &except],
+            )
+            .await?;
+        Ok(row.get(0))
     }
 
     /// Event-driven sources reading `bucket` (their prefixes are checked by the caller).
