@@ -98,9 +98,7 @@ fn classify(bucket: &str, operation: &'static str, code: Option<&str>, status: O
         | (_, Some(401 | 403)) => SourceError::AccessDenied { bucket: bucket.to_owned(), operation },
         // A redirect (the bucket is in another region) or a 400 is permanent: a retry asks
         // the same and gets the same.
-        (_, Some(status @ (300..=399 | 400))) => {
-            SourceError::WrongRegion { bucket: bucket.to_owned(), operation, status }
-        }
+        (_, Some(status @ 300..=400)) => SourceError::WrongRegion { bucket: bucket.to_owned(), operation, status },
         _ => SourceError::Unavailable { operation },
     }
 }
