@@ -175,7 +175,7 @@ async fn within_caps(
         if others >= MAX_EVENT_SOURCES_PER_BUCKET {
             return Err(invalid(
                 "event_driven",
-                &format!(
+                format!(
                     "at most {MAX_EVENT_SOURCES_PER_BUCKET} event-driven sources may read one bucket; \
                      widen an existing source's prefix or schedule this one instead"
                 ),
