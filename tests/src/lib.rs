@@ -69,6 +69,12 @@ impl Stack {
         db
     }
 
+    /// The store as the administrator sees it: for what no function's login may read
+    /// (the audit log is insert-only to them).
+    pub async fn admin_store(&self) -> sluice_store::Db {
+        sluice_store::Db::open(&self.db_target, &self.admin_login, 1).expect("pool")
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}/api/v1{path}", self.api)
     }

@@ -154,6 +154,32 @@ async fn the_migrate_step_is_idempotent_and_leaves_the_app_login_least_privilege
         .execute("INSERT INTO rag_probe (id, document_id, chunk_index, content, embedding) VALUES ($1, $1, 0, 'x', '[1,2,3]')", &[&Uuid::new_v4()])
         .await
         .expect("the app writes chunks");
+    // The application login (upload, parse, sweep) reads and removes chunks, never writes
+    // one, on a table made before its grants and on one made after.
+    let app = sluice_store::connect_once(&target, &stack.app_login).await.expect("app login");
+    client.execute("SELECT sluice_create_vector_table('later', 3)", &[]).await.expect("a table made later");
+    for table in ["rag_probe", "rag_later"] {
+        let insert = format!(
+            "INSERT INTO {table} (id, document_id, chunk_index, content, embedding) VALUES (gen_random_uuid(), gen_random_uuid(), 0, 'x', '[1,2,3]')"
+        );
+        assert_eq!(code(app.batch_execute(&insert).await.expect_err("no chunk written")), insufficient, "{table}");
+        let update = format!("UPDATE {table} SET content = 'forged'");
+        assert_eq!(code(app.batch_execute(&update).await.expect_err("no chunk changed")), insufficient, "{table}");
+        app.batch_execute(&format!("DELETE FROM {table} WHERE document_id = gen_random_uuid()")).await.expect("delete");
+        app.batch_execute(&format!("SELECT count(*) FROM {table}")).await.expect("read");
+    }
+    client.execute("SELECT sluice_drop_vector_table('later')", &[]).await.expect("drop");
+    // The audit log takes inserts only: no login reads, changes or removes what it recorded.
+    for login in [&app, &client] {
+        for statement in [
+            "SELECT * FROM audit_log",
+            "UPDATE audit_log SET action = 'x'",
+            "DELETE FROM audit_log",
+            "TRUNCATE audit_log",
+        ] {
+            assert_eq!(code(login.batch_execute(statement).await.expect_err(statement)), insufficient, "{statement}");
+        }
+    }
     client.execute("SELECT sluice_drop_vector_table('probe')", &[]).await.expect("drop");
     let refused = client.execute("SELECT sluice_drop_vector_table('x; DROP TABLE chat_files')", &[]).await;
     assert!(refused.is_err(), "a name that is not one is refused");

@@ -255,7 +255,7 @@ async fn removal_follows_claims_holds_past_the_threshold_and_never_follows_a_bro
     let names: Vec<String> = documents(&stack, &user, &kb).await.into_iter().map(|(_, f, _)| f).collect();
     assert_eq!(names, ["one.md"]);
     // Each decision about who reads what is recorded: created, repointed, deleted.
-    let store = stack.store(1).await;
+    let store = stack.admin_store().await;
     let actions =
         |entries: Vec<Value>| entries.iter().map(|e| e["action"].as_str().unwrap_or("").to_owned()).collect::<Vec<_>>();
     let wide_audit = store.audit_entries(Uuid::parse_str(&wide).expect("id")).await.expect("audit");
@@ -387,7 +387,7 @@ async fn a_source_refuses_what_it_may_not_decide_and_answers_strangers_as_missin
         .await;
     assert_eq!((status, fields_of(&refused)), (400, vec!["collection_name".to_owned()]), "{refused}");
     // Who created and changed it, and with which credential, is recorded; the config is not.
-    let audit = stack.store(1).await.audit_entries(Uuid::parse_str(&source).expect("id")).await.expect("audit");
+    let audit = stack.admin_store().await.audit_entries(Uuid::parse_str(&source).expect("id")).await.expect("audit");
     assert_eq!(audit.len(), 3, "{audit:?}");
     assert_eq!(audit[0]["action"], "sync_source.created");
     assert_eq!(audit[0]["credential_id"], "arn:aws:iam::210987654321:role/sluice-reader");

@@ -119,8 +119,11 @@ impl Db {
 }
 
 /// Creates or updates a functions' login and its grants (`vector_tables`: may run the two
-/// owner's functions). The password is sent as a SCRAM verifier computed here, so no
-/// statement or log on the server ever holds it.
+/// owner's functions and write chunks). The password is sent as a SCRAM verifier computed
+/// here, so no statement or log on the server ever holds it. Narrower than the tables'
+/// rows: `audit_log` takes inserts only (no login reads, changes or removes what it
+/// recorded), and the application login (upload, parse, sweep) reads and deletes chunks of
+/// vector tables but never writes one — only the vector login (ingest) does.
 async fn grant_login(
     tx: &deadpool_postgres::Transaction<'_>,
     app: &Login,
@@ -152,7 +155,8 @@ async fn grant_login(
                  GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO %2$I;
                  ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %2$I;
                  %3$s ON FUNCTION sluice_create_vector_table(text, integer) %4$s %2$I;
-                 %3$s ON FUNCTION sluice_drop_vector_table(text) %4$s %2$I;',
+                 %3$s ON FUNCTION sluice_drop_vector_table(text) %4$s %2$I;
+                 REVOKE SELECT, UPDATE, DELETE, TRUNCATE ON audit_log FROM %2$I;',
                  current_database(), $1::text,
                  CASE WHEN $2 THEN 'GRANT EXECUTE' ELSE 'REVOKE EXECUTE' END,
                  CASE WHEN $2 THEN 'TO' ELSE 'FROM' END)",
@@ -161,6 +165,22 @@ async fn grant_login(
         .await?
         .get(0);
     tx.batch_execute(&grants).await?;
+    if !vector_tables {
+        // Vector tables made later by the vector login get the default privileges: for this
+        // login, reading and deleting only. Those that exist now, the same.
+        let narrowed: String = tx
+            .query_one(
+                "SELECT format('ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE INSERT, UPDATE ON TABLES FROM %1$I;', $1::text) \
+                 || coalesce(string_agg(format('REVOKE INSERT, UPDATE ON public.%I FROM %I;', c.relname, $1::text), ''), '') \
+                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = 'public' AND c.relkind = 'r' \
+                 AND obj_description(c.oid, 'pg_class') = 'sluice:vector-table'",
+                &[&app.username],
+            )
+            .await?
+            .get(0);
+        tx.batch_execute(&narrowed).await?;
+    }
     Ok(())
 }
 
