@@ -105,7 +105,7 @@ pub const FUNCTION_RESERVE_MB: u64 = 256;
 /// ceiling stands.
 pub fn worker_memory_limit_mb(configured_mb: u64, function_mb: Option<u64>, workers: usize) -> u64 {
     let share = function_mb.map(|memory| memory.saturating_sub(FUNCTION_RESERVE_MB) / workers.max(1) as u64);
-    share.map_or(configured_mb, |share| configured_mb.min(share)).max(64)
+    share.map_or(configured_mb, |share| configured_mb.min(share)).max(16)
 }
 
 /// Default `SLUICE_UPLOAD_INTENT_TTL_SECS`: 15 minutes moves 50 MB over a slow 0.5 Mbit/s
