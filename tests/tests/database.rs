@@ -169,6 +169,17 @@ async fn the_migrate_step_is_idempotent_and_leaves_the_app_login_least_privilege
         app.batch_execute(&format!("SELECT count(*) FROM {table}")).await.expect("read");
     }
     client.execute("SELECT sluice_drop_vector_table('later')", &[]).await.expect("drop");
+    // The vault, the registered services and the grants: read by the application login,
+    // changed only by the knowledge function's.
+    for table in ["secrets", "embedding_endpoints", "kb_grants"] {
+        app.batch_execute(&format!("SELECT count(*) FROM {table}")).await.expect("read");
+        for statement in
+            [format!("DELETE FROM {table}"), format!("INSERT INTO {table} DEFAULT VALUES"), format!("TRUNCATE {table}")]
+        {
+            assert_eq!(code(app.batch_execute(&statement).await.expect_err("refused")), insufficient, "{statement}");
+        }
+        client.batch_execute(&format!("DELETE FROM {table} WHERE false")).await.expect("the vector login writes it");
+    }
     // The audit log takes inserts only: no login reads, changes or removes what it recorded.
     for login in [&app, &client] {
         for statement in [

@@ -122,8 +122,10 @@ impl Db {
 /// owner's functions and write chunks). The password is sent as a SCRAM verifier computed
 /// here, so no statement or log on the server ever holds it. Narrower than the tables'
 /// rows: `audit_log` takes inserts only (no login reads, changes or removes what it
-/// recorded), and the application login (upload, parse, sweep) reads and deletes chunks of
-/// vector tables but never writes one — only the vector login (ingest) does.
+/// recorded), the application login (upload, parse, sweep) reads and deletes chunks of
+/// vector tables but never writes one — only the vector login (ingest) does — and only
+/// reads the vault (`secrets`), the registered services and the grants, which the knowledge
+/// function alone changes.
 async fn grant_login(
     tx: &deadpool_postgres::Transaction<'_>,
     app: &Login,
@@ -170,7 +172,8 @@ async fn grant_login(
         // login, reading and deleting only. Those that exist now, the same.
         let narrowed: String = tx
             .query_one(
-                "SELECT format('ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE INSERT, UPDATE ON TABLES FROM %1$I;', $1::text) \
+                "SELECT format('ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE INSERT, UPDATE ON TABLES FROM %1$I; \
+                 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON secrets, embedding_endpoints, kb_grants FROM %1$I;', $1::text) \
                  || coalesce(string_agg(format('REVOKE INSERT, UPDATE ON public.%I FROM %I;', c.relname, $1::text), ''), '') \
                  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
                  WHERE n.nspname = 'public' AND c.relkind = 'r' \
