@@ -70,10 +70,16 @@ async fn a_key_is_sealed_for_its_organization_and_never_answered() {
     assert!(!sealed.ciphertext.windows(8).any(|w| w == b"sk-live-"), "stored plain");
     let vault = sluice_vault::Vault::new(stack.kms.clone(), stack.kms_key_arn().await);
     let secret_id = Uuid::parse_str(private_id).expect("uuid");
-    let own = sluice_vault::Binding { secret_id, org_id: org_a };
-    assert_eq!(vault.open(own, &sealed).await.expect("opens for its organization"), value);
-    let foreign = sluice_vault::Binding { secret_id, org_id: org_b };
-    assert!(matches!(vault.open(foreign, &sealed).await, Err(sluice_vault::VaultError::Unopenable)));
+    let own = sluice_vault::Binding { secret_id, org_id: org_a, kind: Some(sluice_vault::API_KEY) };
+    assert_eq!(vault.open(own, &sealed).await.expect("opens for its organization and kind"), value);
+    for wrong in [
+        sluice_vault::Binding { org_id: org_b, ..own },
+        // Sealed bound to its kind: it opens as nothing else, nor as an unbound value.
+        sluice_vault::Binding { kind: Some(sluice_vault::AWS_CREDENTIALS), ..own },
+        sluice_vault::Binding { kind: None, ..own },
+    ] {
+        assert!(matches!(vault.open(wrong, &sealed).await, Err(sluice_vault::VaultError::Unopenable)), "{wrong:?}");
+    }
 
     // Binding a key is lending it: only one the caller can see, for the provider it is for.
     let base = |secret: &str| {
@@ -341,4 +347,44 @@ async fn a_deleted_or_unopenable_key_resolves_to_no_key_and_the_refusal_names_th
         "{refusal}"
     );
     assert!(!refusal.contains("OPENAI_API_KEY") && !refusal.contains(&value), "{refusal}");
+}
+
+#[tokio::test]
+async fn the_migrate_step_binds_a_secret_sealed_before_kinds_to_its_kind() {
+    let stack = Stack::from_env().await;
+    let vault = sluice_vault::Vault::new(stack.kms.clone(), stack.kms_key_arn().await);
+    // A key pair as an older release sealed it: no kind in its encryption context.
+    let (id, org) = (Uuid::new_v4(), Some(Uuid::new_v4()));
+    let legacy = sluice_vault::Binding { secret_id: id, org_id: org, kind: None };
+    let value = r#"{"access_key_id":"AKIAOLD","secret_access_key":"old-secret"}"#;
+    let sealed = vault.seal(legacy, value).await.expect("sealed");
+    let meta = sluice_store::SecretMeta {
+        id,
+        name: "legacy".into(),
+        kind: "aws_credentials".into(),
+        provider: "aws".into(),
+        visibility: "org".into(),
+        owner_id: Uuid::new_v4(),
+        org_id: org,
+        kind_bound: false,
+        created_at: time::OffsetDateTime::now_utc(),
+    };
+    let stored =
+        sluice_store::SealedValue { sealed_key: sealed.sealed_key, nonce: sealed.nonce, ciphertext: sealed.ciphertext };
+    stack.store(1).await.insert_secret(&meta, &stored).await.expect("a legacy row");
+
+    let admin = stack.admin_store().await;
+    let bound = sluice_migrate::bind_secret_kinds(&admin, &vault).await.expect("bound");
+    assert!(bound >= 1, "{bound}");
+    let (meta, sealed) = admin.sealed_secret(id).await.expect("read").expect("the row");
+    assert!(meta.kind_bound);
+    let sealed =
+        sluice_vault::Sealed { sealed_key: sealed.sealed_key, nonce: sealed.nonce, ciphertext: sealed.ciphertext };
+    let now = sluice_vault::Binding::stored(id, org, "aws_credentials", true);
+    assert_eq!(now.kind, Some(sluice_vault::AWS_CREDENTIALS));
+    assert_eq!(vault.open(now, &sealed).await.expect("opens bound to its kind"), value);
+    assert!(matches!(vault.open(legacy, &sealed).await, Err(sluice_vault::VaultError::Unopenable)));
+    // Run again, there is nothing of it left to bind.
+    sluice_migrate::bind_secret_kinds(&admin, &vault).await.expect("again");
+    assert!(admin.unbound_secrets(1000).await.expect("listed").iter().all(|(m, _)| m.id != id));
 }

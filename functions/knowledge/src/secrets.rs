@@ -98,7 +98,9 @@ pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result
         _ => return Err(invalid("visibility", "visibility must be private or org")),
     }
     let id = Uuid::new_v4();
-    let sealed = state.vault.seal(Binding { secret_id: id, org_id: caller.org_id }, &value).await?;
+    // Bound to its kind: a role may be allowed to open one kind only.
+    let binding = Binding { secret_id: id, org_id: caller.org_id, kind: sluice_vault::kind_named(&kind) };
+    let sealed = state.vault.seal(binding, &value).await?;
     let meta = SecretMeta {
         id,
         name,
@@ -107,6 +109,7 @@ pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result
         visibility,
         owner_id: caller.user_id,
         org_id: caller.org_id,
+        kind_bound: true,
         created_at: OffsetDateTime::now_utc(),
     };
     let sealed = SealedValue { sealed_key: sealed.sealed_key, nonce: sealed.nonce, ciphertext: sealed.ciphertext };

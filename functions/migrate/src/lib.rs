@@ -29,14 +29,80 @@ pub async fn handle(
     deployment_embeddings: Option<&str>,
     time_limit: std::time::Duration,
 ) -> (String, Response) {
-    handle_with(request, time_limit, sluice_store::Db::migrate_from_env(sdk, deployment_embeddings)).await
+    // Boxed: the whole step's future is deep enough to pass the compiler's layout limit.
+    handle_with(request, time_limit, Box::pin(migrate_from_env(sdk, deployment_embeddings))).await
+}
+
+/// The whole step as the environment configures it: the migrations and logins, then every
+/// secret sealed before kinds were bound sealed again with its kind.
+pub async fn migrate_from_env(
+    sdk: &aws_config::SdkConfig,
+    deployment_embeddings: Option<&str>,
+) -> Result<sluice_store::MigrationReport, String> {
+    let report = sluice_store::Db::migrate_from_env(sdk, deployment_embeddings).await.map_err(|e| e.to_string())?;
+    // The deployment's key (the local stack names it by its alias).
+    let key = ["SLUICE_KMS_KEY_ID", "SLUICE_KMS_KEY_ALIAS"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        .ok_or_else(|| "SLUICE_KMS_KEY_ID is missing".to_owned())?;
+    let db = sluice_store::Db::from_env_secret(sdk, 1, sluice_store::ADMIN_SECRET_VARIABLE)
+        .await
+        .map_err(|e| e.to_string())?;
+    let vault = sluice_vault::Vault::new(aws_sdk_kms::Client::new(sdk), key);
+    let bound = bind_secret_kinds(&db, &vault).await?;
+    if bound > 0 {
+        tracing::info!(bound, "secrets sealed again, bound to their kind");
+    }
+    Ok(report)
+}
+
+/// Seals every secret sealed before kinds were bound again, with its kind in the
+/// encryption context, so a role allowed one kind only (the parse function's) opens it. A
+/// value that does not open is left as it is and logged. The number bound.
+pub async fn bind_secret_kinds(db: &sluice_store::Db, vault: &sluice_vault::Vault) -> Result<usize, String> {
+    let mut bound = 0;
+    let mut unopenable = std::collections::HashSet::new();
+    loop {
+        let batch = db.unbound_secrets(100 + unopenable.len() as i64).await.map_err(|e| e.to_string())?;
+        let todo: Vec<_> = batch.into_iter().filter(|(meta, _)| !unopenable.contains(&meta.id)).collect();
+        if todo.is_empty() {
+            return Ok(bound);
+        }
+        for (meta, sealed) in todo {
+            let old = sluice_vault::Binding::stored(meta.id, meta.org_id, &meta.kind, false);
+            let sealed = sluice_vault::Sealed {
+                sealed_key: sealed.sealed_key,
+                nonce: sealed.nonce,
+                ciphertext: sealed.ciphertext,
+            };
+            let value = match vault.open(old, &sealed).await {
+                Ok(value) => value,
+                Err(sluice_vault::VaultError::Unopenable) => {
+                    tracing::error!(secret = %meta.id, "a secret does not open; left unbound");
+                    unopenable.insert(meta.id);
+                    continue;
+                }
+                Err(error) => return Err(error.to_string()),
+            };
+            let new = sluice_vault::Binding { kind: sluice_vault::kind_named(&meta.kind), ..old };
+            let resealed = vault.seal(new, &value).await.map_err(|e| e.to_string())?;
+            let stored = sluice_store::SealedValue {
+                sealed_key: resealed.sealed_key,
+                nonce: resealed.nonce,
+                ciphertext: resealed.ciphertext,
+            };
+            if db.bind_secret(meta.id, &stored).await.map_err(|e| e.to_string())? {
+                bound += 1;
+            }
+        }
+    }
 }
 
 /// [`handle`] with the migration given: it is awaited at most `time_limit`.
-pub async fn handle_with(
+pub async fn handle_with<E: std::fmt::Display>(
     request: Request,
     time_limit: std::time::Duration,
-    migration: impl std::future::Future<Output = Result<sluice_store::MigrationReport, sluice_store::StoreError>>,
+    migration: impl std::future::Future<Output = Result<sluice_store::MigrationReport, E>>,
 ) -> (String, Response) {
     let mut response = Response::default();
     response.physical_resource_id = PHYSICAL_ID.to_owned();

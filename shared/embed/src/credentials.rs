@@ -129,7 +129,7 @@ pub async fn resolve_key(db: &Db, vault: &Vault, base: &KnowledgeBase) -> Result
         return Ok(KeyResolution::NoKey(NoKey::NotThisCollections));
     }
     let sealed = Sealed { sealed_key: sealed.sealed_key, nonce: sealed.nonce, ciphertext: sealed.ciphertext };
-    match vault.open(Binding { secret_id, org_id: meta.org_id }, &sealed).await {
+    match vault.open(Binding::stored(secret_id, meta.org_id, &meta.kind, meta.kind_bound), &sealed).await {
         Ok(value) => Ok(KeyResolution::Key(ApiKey(value))),
         Err(VaultError::Unopenable) => Ok(KeyResolution::NoKey(NoKey::Unopenable)),
         Err(error) => Err(ResolveError::KeyService(error)),

@@ -236,7 +236,8 @@ async fn open_access_keys(
         return Err(SourceError::CredentialUnusable(secret_id.to_string()));
     }
     let sealed = Sealed { sealed_key: sealed.sealed_key, nonce: sealed.nonce, ciphertext: sealed.ciphertext };
-    let value = match vault.open(Binding { secret_id, org_id: meta.org_id }, &sealed).await {
+    let binding = Binding::stored(secret_id, meta.org_id, &meta.kind, meta.kind_bound);
+    let value = match vault.open(binding, &sealed).await {
         Ok(value) => value,
         Err(VaultError::Unopenable) => return Err(SourceError::CredentialUnusable(secret_id.to_string())),
         Err(error) => return Err(SourceError::Vault(error)),

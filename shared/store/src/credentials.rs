@@ -16,6 +16,9 @@ pub struct SecretMeta {
     pub visibility: String,
     pub owner_id: Uuid,
     pub org_id: Option<Uuid>,
+    /// Sealed with its kind in the encryption context (every value sealed since migration
+    /// 16; the migrate step binds the older ones).
+    pub kind_bound: bool,
     pub created_at: OffsetDateTime,
 }
 
@@ -51,7 +54,7 @@ impl EmbeddingEndpoint {
     }
 }
 
-const SECRET_COLUMNS: &str = "id, name, kind, provider, visibility, owner_id, org_id, created_at";
+const SECRET_COLUMNS: &str = "id, name, kind, provider, visibility, owner_id, org_id, kind_bound, created_at";
 const ENDPOINT_COLUMNS: &str = "id, name, provider, base_url, org_id, created_by, created_at";
 
 fn secret_meta(row: &Row) -> SecretMeta {
@@ -63,6 +66,7 @@ fn secret_meta(row: &Row) -> SecretMeta {
         visibility: row.get("visibility"),
         owner_id: row.get("owner_id"),
         org_id: row.get("org_id"),
+        kind_bound: row.get("kind_bound"),
         created_at: row.get("created_at"),
     }
 }
@@ -86,7 +90,8 @@ impl Db {
             .query_one(
                 &format!(
                     "INSERT INTO secrets (id, name, kind, provider, visibility, owner_id, org_id, sealed_key, nonce, \
-                     ciphertext) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {SECRET_COLUMNS}"
+                     ciphertext, kind_bound) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                     RETURNING {SECRET_COLUMNS}"
                 ),
                 &[
                     &meta.id,
@@ -99,10 +104,50 @@ impl Db {
                     &sealed.sealed_key,
                     &sealed.nonce,
                     &sealed.ciphertext,
+                    &meta.kind_bound,
                 ],
             )
             .await?;
         Ok(secret_meta(&row))
+    }
+
+    /// Up to `limit` secrets sealed before kinds were bound, with their sealed values.
+    pub async fn unbound_secrets(&self, limit: i64) -> Result<Vec<(SecretMeta, SealedValue)>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT {SECRET_COLUMNS}, sealed_key, nonce, ciphertext FROM secrets WHERE NOT kind_bound \
+                     ORDER BY created_at, id LIMIT $1"
+                ),
+                &[&limit],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let sealed = SealedValue {
+                    sealed_key: row.get("sealed_key"),
+                    nonce: row.get("nonce"),
+                    ciphertext: row.get("ciphertext"),
+                };
+                (secret_meta(row), sealed)
+            })
+            .collect())
+    }
+
+    /// Replaces an unbound secret's sealed value by one bound to its kind; `false` when it
+    /// was bound (or deleted) meanwhile.
+    pub async fn bind_secret(&self, id: Uuid, sealed: &SealedValue) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let changed = client
+            .execute(
+                "UPDATE secrets SET sealed_key = $2, nonce = $3, ciphertext = $4, kind_bound = true \
+                 WHERE id = $1 AND NOT kind_bound",
+                &[&id, &sealed.sealed_key, &sealed.nonce, &sealed.ciphertext],
+            )
+            .await?;
+        Ok(changed == 1)
     }
 
     /// A secret's description, without its sealed value.

@@ -3,7 +3,10 @@
 //! organization; the value is sealed locally with AES-256-GCM and only the KMS-encrypted
 //! data key is kept. Opening asks KMS with the same context, so a sealed row copied to
 //! another organization's secret (or read with another organization's context) opens
-//! nowhere.
+//! nowhere. The context also names the secret's kind (`sluice:kind`), so a role may be
+//! allowed to open one kind only: the parse function opens `aws_credentials` for sync
+//! sources, never an organization's API keys. Values sealed before kinds were bound carry
+//! no kind; the migrate step seals them again with theirs.
 
 use aws_sdk_kms::primitives::Blob;
 use aws_sdk_kms::types::DataKeySpec;
@@ -17,15 +20,46 @@ pub struct Binding {
     pub secret_id: Uuid,
     /// `None` for a private key of a caller outside any organization.
     pub org_id: Option<Uuid>,
+    /// The secret's kind ([`API_KEY`] or [`AWS_CREDENTIALS`]); `None` only for a value
+    /// sealed before kinds were bound.
+    pub kind: Option<&'static str>,
+}
+
+/// An embedding provider's API key.
+pub const API_KEY: &str = "api_key";
+/// An access key pair a sync source reads its bucket with.
+pub const AWS_CREDENTIALS: &str = "aws_credentials";
+
+/// The kind a stored row names, as a binding carries it.
+pub fn kind_named(kind: &str) -> Option<&'static str> {
+    [API_KEY, AWS_CREDENTIALS].into_iter().find(|k| *k == kind)
 }
 
 impl Binding {
+    /// The binding of a stored secret: its kind when it was sealed with one.
+    pub fn stored(secret_id: Uuid, org_id: Option<Uuid>, kind: &str, kind_bound: bool) -> Self {
+        Self { secret_id, org_id, kind: if kind_bound { kind_named(kind) } else { None } }
+    }
+
     fn org(&self) -> String {
         self.org_id.map_or_else(|| "none".to_owned(), |org| org.to_string())
     }
 
     fn associated_data(&self) -> Vec<u8> {
-        format!("sluice:secret:{}:org:{}", self.secret_id, self.org()).into_bytes()
+        let mut data = format!("sluice:secret:{}:org:{}", self.secret_id, self.org());
+        if let Some(kind) = self.kind {
+            data.push_str(&format!(":kind:{kind}"));
+        }
+        data.into_bytes()
+    }
+
+    /// The KMS encryption context: the secret, its organization and (when bound) its kind.
+    fn context(&self) -> Vec<(&'static str, String)> {
+        let mut context = vec![("sluice:secret", self.secret_id.to_string()), ("sluice:org", self.org())];
+        if let Some(kind) = self.kind {
+            context.push(("sluice:kind", kind.to_owned()));
+        }
+        context
     }
 }
 
@@ -73,8 +107,7 @@ impl Vault {
             .generate_data_key()
             .key_id(&self.key_id)
             .key_spec(DataKeySpec::Aes256)
-            .encryption_context("sluice:secret", binding.secret_id.to_string())
-            .encryption_context("sluice:org", binding.org())
+            .set_encryption_context(Some(binding.context().into_iter().map(|(k, v)| (k.to_owned(), v)).collect()))
             .send()
             .await
             .map_err(|e| VaultError::KeyService { operation: "GenerateDataKey", source: Box::new(e) })?;
@@ -104,8 +137,7 @@ impl Vault {
             .decrypt()
             .key_id(&self.key_id)
             .ciphertext_blob(Blob::new(sealed.sealed_key.clone()))
-            .encryption_context("sluice:secret", binding.secret_id.to_string())
-            .encryption_context("sluice:org", binding.org())
+            .set_encryption_context(Some(binding.context().into_iter().map(|(k, v)| (k.to_owned(), v)).collect()))
             .send()
             .await
             .map_err(|e| {

@@ -14,7 +14,7 @@ async fn vault() -> Vault {
 async fn a_sealed_key_opens_only_with_its_organizations_context() {
     let vault = vault().await;
     let (org, other_org) = (Uuid::new_v4(), Uuid::new_v4());
-    let binding = Binding { secret_id: Uuid::new_v4(), org_id: Some(org) };
+    let binding = Binding { secret_id: Uuid::new_v4(), org_id: Some(org), kind: Some(sluice_vault::API_KEY) };
     let sealed = vault.seal(binding, "sk-live-0123456789").await.expect("sealed");
     assert!(!sealed.ciphertext.windows(10).any(|w| w == b"sk-live-01"), "the value is stored plain");
 
@@ -23,6 +23,8 @@ async fn a_sealed_key_opens_only_with_its_organizations_context() {
         Binding { org_id: Some(other_org), ..binding },
         Binding { org_id: None, ..binding },
         Binding { secret_id: Uuid::new_v4(), ..binding },
+        Binding { kind: Some(sluice_vault::AWS_CREDENTIALS), ..binding },
+        Binding { kind: None, ..binding },
     ] {
         assert!(matches!(vault.open(wrong, &sealed).await, Err(VaultError::Unopenable)), "{wrong:?} opened it");
     }
