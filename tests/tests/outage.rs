@@ -56,7 +56,7 @@ async fn door_without_database(stack: &Stack) -> String {
     let issuer = sluice_local::jwt::LocalIssuer::from_env().expect("the stack's issuer");
     let door = sluice_local::door::Door {
         body_cap_bytes: config.request_body_cap_bytes(),
-        knowledge: sluice_knowledge::State::new(config.clone(), db.clone(), stack.kms.clone(), stack.sqs.clone()),
+        knowledge: sluice_knowledge::State::new(config.clone(), db.clone(), &stack.sdk),
         upload: sluice_upload::AppState::new(config, db, blob, extractor, stack.sqs.clone()),
         authorizer: issuer.authorizer(),
         issuer,

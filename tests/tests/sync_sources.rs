@@ -419,7 +419,15 @@ async fn sources_are_capped_per_base_and_event_driven_ones_per_bucket() {
     let stub = StubProvider::start(vec![StubProvider::sized()], 384).await;
     let (user, kb) = editor_and_base(&stack, &stub).await;
     let secret = key_pair(&stack, &user).await;
-    let bucket = format!("capped-{}", &Uuid::new_v4().simple().to_string()[..12]);
+    let bucket = source_bucket(&stack).await;
+    // An event-driven source is checked against its bucket first: a bucket that is not
+    // there is refused by name, before anything is stored; a scheduled one is not checked.
+    let mut missing = s3_source(&format!("absent-{}", &Uuid::new_v4().simple().to_string()[..12]), "", &secret);
+    missing["event_driven"] = json!(true);
+    let (status, refused) =
+        stack.call_json(&user, Method::POST, &format!("/kb/{kb}/sync-sources"), Some(missing)).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["error"]["details"]["fields"]["config.bucket"].is_string(), "{refused}");
     let limit = sluice_knowledge::MAX_EVENT_SOURCES_PER_BUCKET as usize;
     for n in 0..limit {
         let mut body = s3_source(&bucket, &format!("p{n}/"), &secret);

@@ -35,13 +35,18 @@ pub struct State {
     pub endpoint_policy: EndpointPolicy,
     /// Sends the teardown a delete committed (the sweep re-sends it if this send fails).
     pub dispatcher: Dispatcher,
+    /// Reaches a sync source's bucket with the source's own credential, to check it before
+    /// the source follows the bucket's events.
+    pub remote: sluice_sources::Remote,
 }
 
 impl State {
-    /// The state over given clients; credentials are sealed under `config.kms_key_id`.
-    pub fn new(config: Config, db: Db, kms: aws_sdk_kms::Client, sqs: aws_sdk_sqs::Client) -> Self {
+    /// The state over the SDK's clients; credentials are sealed under `config.kms_key_id`.
+    pub fn new(config: Config, db: Db, sdk: &aws_config::SdkConfig) -> Self {
+        let (kms, sqs) = (aws_sdk_kms::Client::new(sdk), aws_sdk_sqs::Client::new(sdk));
         Self {
             vault: Vault::new(kms, config.kms_key_id.clone()),
+            remote: sluice_sources::Remote::new(sdk),
             db,
             http: sluice_embed::http_client(),
             endpoint_policy: EndpointPolicy { networks: sluice_embed::network::NetworkPolicy::current().clone() },
@@ -55,8 +60,7 @@ impl State {
         sluice_embed::network::NetworkPolicy::from_env()?;
         sluice_embed::in_process::ensure_available()?;
         let sdk = sluice_blob::sdk_config().await;
-        let (kms, sqs) = (aws_sdk_kms::Client::new(&sdk), aws_sdk_sqs::Client::new(&sdk));
-        Ok(Self::new(config, Db::from_env(&sdk, 4).await?, kms, sqs))
+        Ok(Self::new(config, Db::from_env(&sdk, 4).await?, &sdk))
     }
 }
 

@@ -185,6 +185,35 @@ async fn within_caps(
     Ok(())
 }
 
+/// A source about to follow its bucket's events is checked first, with its own credential:
+/// the bucket exists, answers in the region the source names, and lets the credential in.
+/// Otherwise every event would fail in the parse queue, out of the owner's sight.
+async fn reachable(state: &State, source: &SyncSource) -> Result<(), KnowledgeError> {
+    let client = match state.remote.client_for(&state.db, &state.vault, source).await {
+        Ok(client) => client,
+        Err(error) => return Err(source_refusal(error)),
+    };
+    client.check_bucket().await.map_err(source_refusal)
+}
+
+/// How a check of a source's bucket reads to the caller: the field to fix, or a retry.
+fn source_refusal(error: sluice_sources::SourceError) -> KnowledgeError {
+    use sluice_sources::SourceError as E;
+    let field = match &error {
+        _ if error.is_transient() => {
+            tracing::warn!(error = %error, "a source's bucket could not be checked");
+            return KnowledgeError::ProviderBusy {
+                message: "the source's bucket could not be reached to check it; retry shortly".to_owned(),
+                retry_after_secs: 5,
+            };
+        }
+        E::NoSuchBucket(_) => "config.bucket",
+        E::WrongRegion { .. } => "config.region",
+        _ => "credential",
+    };
+    refused(field, format!("an event-driven source must read its bucket first: {error}"))
+}
+
 const SOURCE_FIELDS: &[&str] = &[
     "type",
     "name",
@@ -306,6 +335,9 @@ pub async fn create(
     };
     apply_fields(state, caller, &base, &body, &mut source).await?;
     within_caps(state, &base, &source, true).await?;
+    if source.event_driven {
+        reachable(state, &source).await?;
+    }
     let who = Audit { actor_id: caller.user_id, previous_collection: None };
     if !state.db.insert_sync_source(&source, &who).await? {
         return Err(KnowledgeError::NotFound);
@@ -350,8 +382,13 @@ pub async fn patch(
         ));
     }
     fields::only(&body, SOURCE_FIELDS)?;
+    let before = (source.event_driven, source.location.clone(), source.role_arn.clone(), source.secret_id);
     apply_fields(state, caller, &base, &body, &mut source).await?;
     within_caps(state, &base, &source, false).await?;
+    let after = (source.event_driven, source.location.clone(), source.role_arn.clone(), source.secret_id);
+    if source.event_driven && before != after {
+        reachable(state, &source).await?;
+    }
     let who = Audit { actor_id: caller.user_id, previous_collection: None };
     if !state.db.update_sync_source(&source, &who).await? {
         return Err(KnowledgeError::Missing("Sync source"));

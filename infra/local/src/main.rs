@@ -120,7 +120,7 @@ async fn serve() -> Result<(), Error> {
             }
         }
     });
-    let knowledge = sluice_knowledge::State::new(config.clone(), vector_db, kms, sqs.clone());
+    let knowledge = sluice_knowledge::State::new(config.clone(), vector_db, &sdk);
     let issuer = sluice_local::jwt::LocalIssuer::from_env()?;
     let door = sluice_local::door::Door {
         body_cap_bytes: config.request_body_cap_bytes(),

@@ -343,6 +343,19 @@ impl SourceClient {
     }
 
     /// What the bucket says of one key now; `None` when there is no such object.
+    /// Whether the bucket answers this credential where the source says it is: `Ok` when
+    /// it does; a missing bucket, a refused credential or a wrong region otherwise.
+    pub async fn check_bucket(&self) -> Result<(), SourceError> {
+        match self.s3.head_bucket().bucket(&self.bucket).send().await {
+            Ok(_) => Ok(()),
+            // HeadBucket answers with a status and no body: a 404 is the bucket, not a key.
+            Err(error) if error.raw_response().is_some_and(|r| r.status().as_u16() == 404) => {
+                Err(SourceError::NoSuchBucket(self.bucket.clone()))
+            }
+            Err(error) => Err(self.failure("HeadBucket", &error)),
+        }
+    }
+
     pub async fn head(&self, key: &str) -> Result<Option<ListedObject>, SourceError> {
         match self.s3.head_object().bucket(&self.bucket).key(key).send().await {
             Ok(head) => Ok(Some(ListedObject {
