@@ -103,13 +103,7 @@ fn a_worker_sees_none_of_the_functions_secrets() {
         assert!(std::env::var_os(held).is_some(), "run with `infra/local/test`: the parent must hold {held}");
     }
     // A stand-in worker that writes down the environment it was started with.
-    let dir = std::env::temp_dir().join(format!("sluice-worker-env-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let seen = dir.join("environment");
-    let program = dir.join("worker.sh");
-    std::fs::write(&program, format!("#!/bin/sh\nenv > '{}'\n", seen.display())).expect("script");
-    std::process::Command::new("chmod").arg("+x").arg(&program).status().expect("chmod");
-    let _ = Extractor::new(&program, DEFAULT_MEMORY_BYTES).extract(kind("txt"), b"hello", &ExtractOptions::new(100));
+    let (dir, seen) = run_stand_in("env", "env > \"$OUT\"");
     let environment = std::fs::read_to_string(&seen).expect("the worker ran");
     for forbidden in ["AWS_", "SLUICE_DB_", "SLUICE_BUCKET", "SLUICE_KMS"] {
         assert!(!environment.contains(forbidden), "the worker saw {forbidden}: {environment}");
@@ -123,6 +117,19 @@ fn a_worker_sees_none_of_the_functions_secrets() {
         assert!(allowed, "the worker saw {name}: {environment}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs a stand-in worker, a shell script whose `body` writes to `$OUT`, as an extraction;
+/// its folder and that file.
+fn run_stand_in(name: &str, body: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("sluice-worker-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let out = dir.join("out");
+    let program = dir.join("worker.sh");
+    std::fs::write(&program, format!("#!/bin/sh\nOUT='{}'\n{body}\n", out.display())).expect("script");
+    std::process::Command::new("chmod").arg("+x").arg(&program).status().expect("chmod");
+    let _ = Extractor::new(&program, DEFAULT_MEMORY_BYTES).extract(kind("txt"), b"hello", &ExtractOptions::new(100));
+    (dir, out)
 }
 
 /// A worker whose parser was taken over, told by the file which escape to try.
@@ -156,13 +163,7 @@ fn a_worker_that_tries_to_escape_is_stopped_and_the_file_refused() {
 #[test]
 fn nothing_a_worker_starts_outlives_it() {
     // A stand-in worker that leaves a process behind and exits without answering.
-    let dir = std::env::temp_dir().join(format!("sluice-worker-linger-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let pid_file = dir.join("pid");
-    let program = dir.join("worker.sh");
-    std::fs::write(&program, format!("#!/bin/sh\nsleep 60 &\necho $! > '{}'\n", pid_file.display())).expect("script");
-    std::process::Command::new("chmod").arg("+x").arg(&program).status().expect("chmod");
-    let _ = Extractor::new(&program, DEFAULT_MEMORY_BYTES).extract(kind("txt"), b"hello", &ExtractOptions::new(100));
+    let (dir, pid_file) = run_stand_in("linger", "sleep 60 &\necho $! > \"$OUT\"");
     let pid = std::fs::read_to_string(&pid_file).expect("the worker ran").trim().to_owned();
     let started = Instant::now();
     // Gone, or a zombie waiting for its reaper: either way no longer running.
