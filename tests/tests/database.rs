@@ -180,6 +180,11 @@ async fn the_migrate_step_is_idempotent_and_leaves_the_app_login_least_privilege
         }
         client.batch_execute(&format!("DELETE FROM {table} WHERE false")).await.expect("the vector login writes it");
     }
+    // Chat attachments and the sweep's cursors are the application login's alone.
+    for statement in ["SELECT count(*) FROM chat_files", "SELECT count(*) FROM sweep_cursors"] {
+        assert_eq!(code(client.batch_execute(statement).await.expect_err(statement)), insufficient, "{statement}");
+        app.batch_execute(statement).await.expect("the application login reads it");
+    }
     // The audit log takes inserts only: no login reads, changes or removes what it recorded.
     for login in [&app, &client] {
         for statement in [

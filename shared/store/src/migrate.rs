@@ -126,7 +126,8 @@ impl Db {
 /// recorded), the application login (upload, parse, sweep) reads and deletes chunks of
 /// vector tables but never writes one — only the vector login (ingest) does — and only
 /// reads the vault (`secrets`), the registered services and the grants, which the knowledge
-/// function alone changes.
+/// function alone changes; the vector login has no access to chat attachments or the
+/// sweep's cursors, which only upload, parse and sweep use.
 async fn grant_login(
     tx: &deadpool_postgres::Transaction<'_>,
     app: &Login,
@@ -168,6 +169,14 @@ async fn grant_login(
         .await?
         .get(0);
     tx.batch_execute(&grants).await?;
+    if vector_tables {
+        // Ingest, knowledge and teardown never touch chat attachments or the sweep's cursors.
+        let narrowed: String = tx
+            .query_one("SELECT format('REVOKE ALL ON chat_files, sweep_cursors FROM %I;', $1::text)", &[&app.username])
+            .await?
+            .get(0);
+        tx.batch_execute(&narrowed).await?;
+    }
     if !vector_tables {
         // Vector tables made later by the vector login get the default privileges: for this
         // login, reading and deleting only. Those that exist now, the same.
