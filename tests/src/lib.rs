@@ -69,6 +69,13 @@ impl Stack {
         db
     }
 
+    /// The store with the application login: what upload, parse and sweep connect as.
+    pub async fn app_store(&self, max_connections: usize) -> sluice_store::Db {
+        let db = sluice_store::Db::open(&self.db_target, &self.app_login, max_connections).expect("pool");
+        db.require_current_schema().await.expect("a migrated schema");
+        db
+    }
+
     /// The store as the administrator sees it: for what no function's login may read
     /// (the audit log is insert-only to them).
     pub async fn admin_store(&self) -> sluice_store::Db {
@@ -302,7 +309,8 @@ impl Stack {
     /// them; thresholds from the environment, for the caller to move.
     pub async fn sweep_state(&self) -> sluice_sweep::State {
         let config = self.config().await;
-        let db = self.store(2).await;
+        // The sweep's own login, as the template gives it.
+        let db = self.app_store(2).await;
         let blob = sluice_blob::Blob::new(self.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
         sluice_sweep::State::new(config, db, blob, self.sqs.clone())
     }

@@ -185,7 +185,10 @@ async fn the_migrate_step_is_idempotent_and_leaves_the_app_login_least_privilege
         assert_eq!(code(client.batch_execute(statement).await.expect_err(statement)), insufficient, "{statement}");
         app.batch_execute(statement).await.expect("the application login reads it");
     }
-    // The audit log takes inserts only: no login reads, changes or removes what it recorded.
+    // The audit log takes inserts only, and only from the functions that record decisions
+    // (knowledge, with the vector login): no login reads, changes or removes what it recorded.
+    let insert = "INSERT INTO audit_log DEFAULT VALUES";
+    assert_eq!(code(app.batch_execute(insert).await.expect_err(insert)), insufficient);
     for login in [&app, &client] {
         for statement in [
             "SELECT * FROM audit_log",

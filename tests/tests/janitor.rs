@@ -74,7 +74,8 @@ async fn unlinked_chat_files_past_the_retention_are_removed_and_linked_or_recent
 async fn a_retention_removal_restores_the_row_when_the_bytes_stay_and_spares_a_file_linked_since_the_scan() {
     let stack = Stack::from_env().await;
     let user = User::new();
-    let db = stack.store(2).await;
+    // The sweep's login: chat files are the application login's.
+    let db = stack.app_store(2).await;
     // A cutoff an hour ahead reaches these fresh files; the stack's own sweep (a day back) does not.
     let cutoff = OffsetDateTime::now_utc() + time::Duration::hours(1);
     let (stuck, stuck_key) = chat_file(&stack, &user, "stuck.txt").await;

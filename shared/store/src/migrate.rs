@@ -121,9 +121,10 @@ impl Db {
 
 /// Creates or updates a functions' login and its grants (`vector_tables`: may run the two
 /// owner's functions and write chunks). The password is sent as a SCRAM verifier computed
-/// here, so no statement or log on the server ever holds it. Narrower than the tables'
-/// rows: `audit_log` takes inserts only (no login reads, changes or removes what it
-/// recorded), the application login (upload, parse, sweep) reads and deletes chunks of
+/// here, so no statement or log on the server ever holds it. Each login gets the tables its
+/// functions use (every table any store call of theirs names, transitively) and no more:
+/// `audit_log` takes the vector login's inserts only (no login reads, changes or removes
+/// what it recorded; the application login writes none), the application login (upload, parse, sweep) reads and deletes chunks of
 /// vector tables but never writes one — only the vector login (ingest) does — and only
 /// reads the vault (`secrets`), the registered services and the grants, which the knowledge
 /// function alone changes; the vector login has no access to chat attachments or the
@@ -183,7 +184,8 @@ async fn grant_login(
         let narrowed: String = tx
             .query_one(
                 "SELECT format('ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE INSERT, UPDATE ON TABLES FROM %1$I; \
-                 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON secrets, embedding_endpoints, kb_grants FROM %1$I;', $1::text) \
+                 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON secrets, embedding_endpoints, kb_grants FROM %1$I; \
+                 REVOKE ALL ON audit_log FROM %1$I;', $1::text) \
                  || coalesce(string_agg(format('REVOKE INSERT, UPDATE ON public.%I FROM %I;', c.relname, $1::text), ''), '') \
                  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
                  WHERE n.nspname = 'public' AND c.relkind = 'r' \
