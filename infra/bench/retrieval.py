@@ -1,0 +1,196 @@
+"""Relevance of Sluice's search on a BEIR-layout test collection, against two baselines
+computed in the same run on the same texts.
+
+    python3 infra/bench/retrieval.py --beir FOLDER [--split dev] [--workers 4]
+
+Reads the running stack's environment (`infra/local/stack.sh env test`): every document of
+`corpus.jsonl` is uploaded through the API as a text file into one knowledge base of the
+keyless local model (all-MiniLM-L6-v2), and every query of `queries-<split>.jsonl` is asked
+through `POST /rag/search`. A search answers chunks; a document ranks where its first chunk
+does. Scores: nDCG@10 (gain 2^grade - 1), MRR@10 and recall@100 against `qrels/<split>.tsv`
+(a grade above 0 is relevant). Baselines: `bm25s` (English stemmer and stop words, over
+title and text) and exact cosine over the same model's embeddings of each whole text (the
+stack's embedding service), which also shows what chunking and the HNSW index change.
+Prints a Markdown table.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+
+import numpy as np
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def read_qrels(path):
+    qrels = {}
+    with open(path, encoding="utf-8") as handle:
+        next(handle)
+        for line in handle:
+            query, doc, score = line.rstrip("\n").split("\t")
+            qrels.setdefault(query, {})[doc] = int(score)
+    return qrels
+
+
+def request(method, url, token=None, body=None, content_type="application/json", timeout=120):
+    data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    if token:
+        req.add_header("authorization", f"Bearer {token}")
+    if data is not None:
+        req.add_header("content-type", content_type)
+    with urllib.request.urlopen(req, timeout=timeout) as answer:
+        return json.loads(answer.read() or b"null")
+
+
+def multipart(filename, text):
+    boundary = uuid.uuid4().hex
+    body = (
+        f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{filename}\"\r\n"
+        f"Content-Type: text/plain\r\n\r\n"
+    ).encode() + text.encode() + f"\r\n--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def ndcg_at_10(ranked, judged):
+    dcg = sum((2 ** judged.get(doc, 0) - 1) / math.log2(i + 2) for i, doc in enumerate(ranked[:10]))
+    ideal = sorted(judged.values(), reverse=True)[:10]
+    idcg = sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def mrr_at_10(ranked, judged):
+    for i, doc in enumerate(ranked[:10]):
+        if judged.get(doc, 0) > 0:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+def recall_at_100(ranked, judged):
+    relevant = {doc for doc, grade in judged.items() if grade > 0}
+    return len(relevant & set(ranked[:100])) / len(relevant) if relevant else 0.0
+
+
+def score(runs, qrels):
+    queries = [q for q in runs if q in qrels]
+    return {
+        "nDCG@10": sum(ndcg_at_10(runs[q], qrels[q]) for q in queries) / len(queries),
+        "MRR@10": sum(mrr_at_10(runs[q], qrels[q]) for q in queries) / len(queries),
+        "recall@100": sum(recall_at_100(runs[q], qrels[q]) for q in queries) / len(queries),
+    }
+
+
+def bm25_runs(corpus, queries):
+    import bm25s
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("english")
+    texts = [f"{d.get('title', '')} {d['text']}" for d in corpus]
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    tokens = bm25s.tokenize([q["text"] for q in queries], stopwords="en", stemmer=stemmer, show_progress=False)
+    results, _ = retriever.retrieve(tokens, k=100, show_progress=False)
+    return {q["_id"]: [corpus[i]["_id"] for i in row] for q, row in zip(queries, results)}
+
+
+def embed(texts, base_url):
+    vectors = []
+    for start in range(0, len(texts), 32):
+        answer = request("POST", f"{base_url}/embeddings", body={"model": "all-minilm-l6-v2", "input": texts[start:start + 32]})
+        vectors.extend(item["embedding"] for item in sorted(answer["data"], key=lambda d: d["index"]))
+    matrix = np.array(vectors, dtype=np.float32)
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def exact_cosine_runs(corpus, queries, base_url):
+    documents = embed([d["text"] for d in corpus], base_url)
+    asked = embed([q["text"] for q in queries], base_url)
+    order = np.argsort(-(asked @ documents.T), axis=1)[:, :100]
+    return {q["_id"]: [corpus[i]["_id"] for i in row] for q, row in zip(queries, order)}
+
+
+def sluice_runs(corpus, queries, api, token, workers):
+    base = request("POST", f"{api}/api/v1/kb", token, {
+        "name": "Relevance benchmark", "scope": "personal",
+        "embedding_provider": "local", "embedding_model": "all-minilm-l6-v2"})
+    kb, collection = base["id"], base["collection_name"]
+    started = time.time()
+
+    def upload(doc):
+        body, content_type = multipart(f"doc-{doc['_id']}.txt", doc["text"])
+        return request("POST", f"{api}/api/v1/kb/{kb}/documents", token, body, content_type)
+
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        list(pool.map(upload, corpus))
+    while True:
+        status = request("GET", f"{api}/api/v1/kb/{kb}/ingestion", token)
+        if status.get("indexing_status") == "complete":
+            break
+        time.sleep(2)
+    indexed = time.time() - started
+    runs, latencies = {}, []
+    for q in queries:
+        asked = time.time()
+        answer = request("POST", f"{api}/api/v1/rag/search", token,
+                         {"query": q["text"], "collections": [collection], "top_k": 100})
+        latencies.append(time.time() - asked)
+        ranked = []
+        for hit in answer["results"]:
+            doc = (hit.get("filename") or "").removeprefix("doc-").removesuffix(".txt")
+            if doc and doc not in ranked:
+                ranked.append(doc)
+        runs[q["_id"]] = ranked
+    return runs, indexed, sorted(latencies)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--beir", required=True, help="a BEIR-layout folder (corpus.jsonl, queries-<split>.jsonl, qrels/)")
+    parser.add_argument("--split", default="dev")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--sluice", default="./target/release/sluice", help="the CLI that mints the local token")
+    args = parser.parse_args()
+    corpus = read_jsonl(os.path.join(args.beir, "corpus.jsonl"))
+    queries = read_jsonl(os.path.join(args.beir, f"queries-{args.split}.jsonl"))
+    qrels = read_qrels(os.path.join(args.beir, "qrels", f"{args.split}.tsv"))
+    queries = [q for q in queries if q["_id"] in qrels]
+    api, embedder = os.environ["SLUICE_API_URL"], os.environ["SLUICE_LOCAL_EMBEDDINGS_URL"]
+    token = subprocess.run([args.sluice, "token", "--user", str(uuid.uuid4())], check=True,
+                           capture_output=True, text=True).stdout.strip()
+
+    rows = []
+    baseline_started = time.time()
+    rows.append(("`bm25s` baseline (English stemmer, stop words)", score(bm25_runs(corpus, queries), qrels)))
+    rows.append(("exact cosine baseline (whole text, same model)",
+                 score(exact_cosine_runs(corpus, queries, embedder), qrels)))
+    baselines = time.time() - baseline_started
+    runs, indexed, latencies = sluice_runs(corpus, queries, api, token, args.workers)
+    rows.append(("Sluice `/rag/search` (vector: chunks, HNSW or exact scan)", score(runs, qrels)))
+
+    name = os.path.basename(os.path.normpath(args.beir))
+    print(f"{len(corpus)} documents, {len(queries)} `{args.split}` queries of `{name}`; "
+          f"indexed through the API in {indexed:.0f} s; baselines {baselines:.0f} s; "
+          f"search p50 {1000 * latencies[len(latencies) // 2]:.0f} ms, "
+          f"p95 {1000 * latencies[int(len(latencies) * 0.95)]:.0f} ms\n")
+    print("| method | nDCG@10 | MRR@10 | recall@100 |")
+    print("|---|---|---|---|")
+    for label, metrics in rows:
+        print(f"| {label} | {metrics['nDCG@10']:.3f} | {metrics['MRR@10']:.3f} | {metrics['recall@100']:.3f} |")
+    best = max(rows[0][1]["nDCG@10"], rows[1][1]["nDCG@10"])
+    print(f"\nSluice nDCG@10 against the better baseline: {rows[2][1]['nDCG@10'] - best:+.3f} "
+          f"({rows[2][1]['nDCG@10'] / best:.2f}x)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
