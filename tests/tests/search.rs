@@ -158,7 +158,7 @@ async fn every_search_is_the_brute_force_answer_within_reach_and_filters() {
             filters.insert("parent_doc_id".into(), json!(doc));
             parent = Some(doc);
         }
-        let body = json!({"query": query, "collections": [name], "top_k": top_k, "filters": filters});
+        let body = json!({"query": query, "collections": [name], "top_k": top_k, "filters": filters, "mode": "vector"});
         let (status, answer) = stack.call_json(caller, Method::POST, "/rag/search", Some(body.clone())).await;
         assert_eq!(status, 200, "case {case}: {body}: {answer}");
         let got: Vec<String> = answer["results"]
@@ -188,7 +188,7 @@ async fn every_search_is_the_brute_force_answer_within_reach_and_filters() {
     // An agent bound to two bases of the name (the organization's and a member's own)
     // searches their combined scope, and nothing of the other bases of that name.
     let bound = [bases[1].0, bases[3].0];
-    let body = json!({"query": "server outage", "knowledge_base_ids": bound, "top_k": 50});
+    let body = json!({"query": "server outage", "knowledge_base_ids": bound, "top_k": 50, "mode": "vector"});
     let (status, answer) = stack.call_json(&member_a, Method::POST, "/rag/search", Some(body)).await;
     assert_eq!(status, 200, "{answer}");
     let q = &vectors["server outage"];
@@ -253,7 +253,7 @@ async fn a_selective_filter_still_returns_top_k_and_refusals_are_whole() {
     .await
     .expect("index");
     let search =
-        |filters: Value| json!({"query": "anything at all", "collections": [name], "top_k": 10, "filters": filters});
+        |filters: Value| json!({"query": "anything at all", "collections": [name], "top_k": 10, "filters": filters, "mode": "vector"});
     let (status, answer) = stack
         .call_json(&user, Method::POST, "/rag/search", Some(search(json!({"organizational_unit": ["Rare"]}))))
         .await;
@@ -346,4 +346,85 @@ async fn a_rate_limited_query_ends_inside_the_gateways_timeout_with_sluices_503_
     let message = answer["error"]["message"].as_str().expect("message");
     assert!(message.contains("local embedding provider") && message.contains("rate limiting"), "{message}");
     assert!(stub.requests() >= 2, "the search retried within its budget");
+}
+
+#[tokio::test]
+async fn an_exact_identifier_in_one_chunk_of_ten_thousand_comes_first_in_hybrid_and_keyword_and_to_no_one_else() {
+    let stack = Stack::from_env().await;
+    let db = stack.db().await;
+    let (org_a, org_b) = (Uuid::new_v4(), Uuid::new_v4());
+    let reader_a = User::with(Some(org_a), &["collections:view"], false);
+    let reader_b = User::with(Some(org_b), &["collections:view"], false);
+    let endpoint: Uuid = db
+        .query_one("SELECT id FROM embedding_endpoints WHERE org_id IS NULL AND provider = 'local' LIMIT 1", &[])
+        .await
+        .expect("the stack's local service")
+        .get(0);
+    // One name, two organizations' bases.
+    let name = format!("parts_{}", &Uuid::new_v4().simple().to_string()[..10]);
+    let (base_a, base_b) = (Uuid::new_v4(), Uuid::new_v4());
+    for (id, org) in [(base_a, org_a), (base_b, org_b)] {
+        db.execute(
+            "INSERT INTO knowledge_bases (id, name, scope, owner_id, org_id, collection_name, embedding_provider, \
+             embedding_model, embedding_dim, embedding_endpoint_id) \
+             VALUES ($1, 'Parts', 'org', $2, $3, $4, 'local', 'all-minilm-l6-v2', 384, $5)",
+            &[&id, &Uuid::new_v4(), &Some(org), &name, &endpoint],
+        )
+        .await
+        .expect("base");
+    }
+    stack.store(1).await.ensure_vector_table(&name, 384).await.expect("table");
+    // 9,999 notes alike in words, random in vectors, and one naming the part.
+    let table = format!("rag_{name}");
+    db.execute(
+        &format!(
+            "INSERT INTO {table} (id, kb_id, org_id, document_id, chunk_index, content, embedding) \
+             SELECT gen_random_uuid(), $1, $2, gen_random_uuid(), g, \
+                    'Maintenance note ' || g || ': the pump housing, its seals and the valve train were inspected.', \
+                    ARRAY(SELECT random()::real - 0.5 FROM generate_series(1, 384) WHERE g > 0)::vector \
+             FROM generate_series(1, 9999) AS g"
+        ),
+        &[&base_a, &org_a],
+    )
+    .await
+    .expect("chunks");
+    let answer = Uuid::new_v4();
+    let text = "Replace seal kit XJ-4471-B on the pump before the next inspection.";
+    db.execute(
+        &format!(
+            "INSERT INTO {table} (id, kb_id, org_id, document_id, chunk_index, content, embedding) \
+             VALUES ($1, $2, $3, gen_random_uuid(), 0, $4, ARRAY(SELECT random()::real - 0.5 FROM generate_series(1, 384))::vector)"
+        ),
+        &[&answer, &base_a, &org_a, &text],
+    )
+    .await
+    .expect("the one chunk");
+    db.batch_execute(&format!("ANALYZE {table}")).await.expect("analyze");
+
+    for mode in ["keyword", "hybrid"] {
+        let body = json!({"query": "XJ-4471-B", "collections": [name], "top_k": 5, "mode": mode, "explain": true});
+        let (status, found) = stack.call_json(&reader_a, Method::POST, "/rag/search", Some(body)).await;
+        assert_eq!(status, 200, "{mode}: {found}");
+        let first = &found["results"][0];
+        assert_eq!(first["metadata"]["chunk_id"], answer.to_string(), "{mode}: {found}");
+        assert_eq!(first["explain"]["keyword"]["rank"], 1, "{mode}: {found}");
+        if mode == "hybrid" {
+            assert!(first["explain"]["fused"].as_f64().is_some_and(|f| f > 0.0), "{found}");
+        } else {
+            assert!(first["explain"]["vector"].is_null(), "a keyword search runs no vector leg: {found}");
+        }
+    }
+    // A user's words are never a syntax error: quotes, a dangling minus, operators.
+    for query in ["\"seal kit", "-", "pump & | ! <->", "'); DROP TABLE x; --"] {
+        let body = json!({"query": query, "collections": [name], "mode": "keyword"});
+        let (status, found) = stack.call_json(&reader_a, Method::POST, "/rag/search", Some(body)).await;
+        assert_eq!(status, 200, "{query}: {found}");
+    }
+    // The other organization's base holds the same name and none of it: nothing matches.
+    for mode in ["keyword", "hybrid"] {
+        let body = json!({"query": "XJ-4471-B", "collections": [name], "top_k": 100, "mode": mode});
+        let (status, found) = stack.call_json(&reader_b, Method::POST, "/rag/search", Some(body)).await;
+        assert_eq!(status, 200, "{mode}: {found}");
+        assert_eq!(found["results"], json!([]), "{mode}: another tenant's chunk leaked: {found}");
+    }
 }

@@ -3,6 +3,12 @@
 //! one the caller cannot reach refuses the whole search with exactly the answer a missing
 //! one gets. The scope (bases and their tenants) comes from the resolved rows, never from
 //! the body.
+//!
+//! A search runs in one of three modes (`mode`): `vector` (the query's embedding against
+//! the chunks'), `keyword` (PostgreSQL full-text search over the chunks' text: a part
+//! number, a name, an acronym or an exact phrase) or `hybrid`, the default, which runs both
+//! legs under exactly the same scope and filters and fuses their rankings by reciprocal rank
+//! fusion. `explain: true` answers, per hit, each leg's rank and score and the fused score.
 
 use crate::collections::resolve;
 use crate::error::{KnowledgeError, invalid};
@@ -151,11 +157,84 @@ fn provider_busy(provider: &str, collection: &str, what: &str, asked: Option<std
     }
 }
 
-/// `POST /rag/search` `{query, collections, top_k?, filters?, filter?}`; an agent bound to
-/// bases names them instead (`knowledge_base_ids`), and searches exactly their scope.
+/// Which legs a search runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Hybrid,
+    Vector,
+    Keyword,
+}
+
+impl Mode {
+    fn parse(body: &Map<String, Value>) -> Result<Self, KnowledgeError> {
+        match body.get("mode") {
+            None | Some(Value::Null) => Ok(Self::Hybrid),
+            Some(Value::String(mode)) if mode == "hybrid" => Ok(Self::Hybrid),
+            Some(Value::String(mode)) if mode == "vector" => Ok(Self::Vector),
+            Some(Value::String(mode)) if mode == "keyword" => Ok(Self::Keyword),
+            Some(_) => Err(invalid("mode", "mode is hybrid (the default), vector or keyword")),
+        }
+    }
+}
+
+/// One leg's place for a chunk: its rank (1-based) and the leg's own score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LegPlace {
+    pub rank: usize,
+    pub score: f64,
+}
+
+/// A chunk as the fusion sees it: its place in each leg, and the fused score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fused {
+    pub hit: Hit,
+    pub vector: Option<LegPlace>,
+    pub keyword: Option<LegPlace>,
+    pub fused: f64,
+}
+
+/// Reciprocal rank fusion of two rankings (each best first): a chunk's score is the sum,
+/// over the legs that found it, of `1 / (k + rank)`; ties go to the smaller chunk id. A
+/// chunk found by one leg keeps the other's place empty.
+pub fn fuse(vector: Vec<Hit>, keyword: Vec<Hit>, k: u32) -> Vec<Fused> {
+    let mut fused: Vec<Fused> = Vec::with_capacity(vector.len() + keyword.len());
+    for (leg, hits) in [(0, vector), (1, keyword)] {
+        for (i, hit) in hits.into_iter().enumerate() {
+            let place = LegPlace { rank: i + 1, score: hit.score };
+            let entry = match fused.iter_mut().position(|f| f.hit.chunk_id == hit.chunk_id) {
+                Some(at) => &mut fused[at],
+                None => {
+                    fused.push(Fused { hit, vector: None, keyword: None, fused: 0.0 });
+                    fused.last_mut().expect("just pushed")
+                }
+            };
+            if leg == 0 {
+                entry.vector = Some(place)
+            } else {
+                entry.keyword = Some(place)
+            }
+            entry.fused += 1.0 / (f64::from(k) + place.rank as f64);
+        }
+    }
+    fused.sort_by(|a, b| b.fused.total_cmp(&a.fused).then(a.hit.chunk_id.cmp(&b.hit.chunk_id)));
+    fused
+}
+
+/// `POST /rag/search` `{query, collections, top_k?, filters?, filter?, mode?, explain?}`; an
+/// agent bound to bases names them instead (`knowledge_base_ids`), and searches exactly
+/// their scope.
 pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result<Response<Body>, KnowledgeError> {
     let body = crate::fields::object(request)?;
-    crate::fields::only(&body, &["query", "collections", "knowledge_base_ids", "top_k", "filters", "filter"])?;
+    crate::fields::only(
+        &body,
+        &["query", "collections", "knowledge_base_ids", "top_k", "filters", "filter", "mode", "explain"],
+    )?;
+    let mode = Mode::parse(&body)?;
+    let explain = match body.get("explain") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(flag)) => *flag,
+        Some(_) => return Err(invalid("explain", "explain must be true or false")),
+    };
     let query = crate::fields::required_text(&body, "query")?;
     if query.chars().count() > MAX_QUERY_CHARS {
         return Err(invalid("query", format!("the query is longer than {MAX_QUERY_CHARS} characters")));
@@ -214,9 +293,23 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
             group.push(base);
         }
     }
-    let mut hits: Vec<(String, Hit)> = Vec::new();
+    let mut hits: Vec<(String, Fused)> = Vec::new();
     let deadline = std::time::Instant::now() + SEARCH_EMBED_BUDGET;
+    let settings = state.config.search;
     for (name, group) in &by_name {
+        let scope: Vec<ScopeBase> = group.iter().map(|b| ScopeBase { kb_id: b.id, org_id: b.org_id }).collect();
+        // A keyword search never pays for an embedding.
+        let keyword = match mode {
+            Mode::Vector => Vec::new(),
+            Mode::Keyword => state.db.search_keyword(name, &scope, &filters, &query, top_k).await?,
+            Mode::Hybrid => {
+                state.db.search_keyword(name, &scope, &filters, &query, settings.keyword_depth.max(top_k)).await?
+            }
+        };
+        if mode == Mode::Keyword {
+            hits.extend(fuse(Vec::new(), keyword, settings.rrf_k).into_iter().map(|f| (name.clone(), f)));
+            continue;
+        }
         let target = match target_for(&state.db, &state.vault, &group[0]).await.map_err(key_service)? {
             Ok(target) => target,
             Err(refusal) => return Err(KnowledgeError::Unusable { field: "collections", message: refusal }),
@@ -247,16 +340,27 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
                 });
             }
         };
-        let scope: Vec<ScopeBase> = group.iter().map(|b| ScopeBase { kb_id: b.id, org_id: b.org_id }).collect();
-        for hit in state.db.search_chunks(name, &scope, &filters, &vector, top_k).await? {
-            hits.push((name.clone(), hit));
-        }
+        let depth = if mode == Mode::Vector { top_k } else { settings.vector_depth.max(top_k) };
+        let vector = state.db.search_chunks(name, &scope, &filters, &vector, depth).await?;
+        hits.extend(fuse(vector, keyword, settings.rrf_k).into_iter().map(|f| (name.clone(), f)));
     }
-    hits.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(a.1.chunk_id.cmp(&b.1.chunk_id)));
+    // A single leg's own score orders it (comparable across collections of one leg); a
+    // hybrid search's, the fused score.
+    let order = |f: &Fused| match mode {
+        Mode::Hybrid => f.fused,
+        Mode::Vector | Mode::Keyword => f.hit.score,
+    };
+    hits.sort_by(|a, b| order(&b.1).total_cmp(&order(&a.1)).then(a.1.hit.chunk_id.cmp(&b.1.hit.chunk_id)));
     hits.truncate(usize::try_from(top_k).unwrap_or(usize::MAX));
     let results: Vec<Value> = hits
         .into_iter()
-        .map(|(collection, hit)| {
+        .map(|(collection, fused)| {
+            let score = order(&fused);
+            let why = explain.then(|| {
+                let place = |p: Option<LegPlace>| p.map(|p| json!({"rank": p.rank, "score": p.score}));
+                json!({"vector": place(fused.vector), "keyword": place(fused.keyword), "fused": fused.fused})
+            });
+            let hit = fused.hit;
             let mut metadata = match hit.metadata {
                 Value::Object(map) => map,
                 _ => Map::new(),
@@ -267,15 +371,19 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
             metadata.insert("document_type".to_owned(), json!(hit.document_type));
             metadata.insert("organizational_unit".to_owned(), json!(hit.organizational_unit));
             metadata.insert("document_date".to_owned(), json!(hit.document_date.map(|d| d.to_string())));
-            json!({
+            let mut result = json!({
                 "collection": collection,
                 "document_id": hit.document_id,
                 "filename": hit.filename,
                 "chunk_index": hit.chunk_index,
                 "content": hit.content,
-                "score": hit.score,
+                "score": score,
                 "metadata": metadata,
-            })
+            });
+            if let Some(why) = why {
+                result["explain"] = why;
+            }
+            result
         })
         .collect();
     Ok(json_response(200, &json!({ "results": results })))
@@ -302,6 +410,46 @@ mod tests {
 
     fn body(value: Value) -> Map<String, Value> {
         value.as_object().expect("object").clone()
+    }
+
+    fn hit(id: u128, score: f64) -> Hit {
+        Hit {
+            chunk_id: Uuid::from_u128(id),
+            kb_id: None,
+            document_id: Uuid::from_u128(id),
+            filename: None,
+            chunk_index: 0,
+            content: String::new(),
+            score,
+            source: None,
+            document_type: None,
+            organizational_unit: None,
+            document_date: None,
+            metadata: Value::Null,
+        }
+    }
+
+    #[test]
+    fn reciprocal_rank_fusion_rewards_what_both_legs_find() {
+        // Vector: 1, 2, 3. Keyword: 3, 4. Chunk 3 is found by both and comes first.
+        let fused = fuse(vec![hit(1, 0.9), hit(2, 0.8), hit(3, 0.7)], vec![hit(3, 0.5), hit(4, 0.4)], 60);
+        let order: Vec<u128> = fused.iter().map(|f| f.hit.chunk_id.as_u128()).collect();
+        assert_eq!(order, [3, 1, 2, 4]);
+        let first = &fused[0];
+        assert_eq!(first.vector, Some(LegPlace { rank: 3, score: 0.7 }));
+        assert_eq!(first.keyword, Some(LegPlace { rank: 1, score: 0.5 }));
+        assert!((first.fused - (1.0 / 63.0 + 1.0 / 61.0)).abs() < 1e-12);
+        // Equal places in different legs tie; the smaller chunk id goes first.
+        assert_eq!(fused[2].fused, fused[3].fused);
+        assert!(fused[2].keyword.is_none() && fused[3].vector.is_none());
+        assert!(fuse(Vec::new(), Vec::new(), 60).is_empty());
+    }
+
+    #[test]
+    fn the_mode_is_hybrid_unless_named() {
+        assert_eq!(Mode::parse(&body(json!({}))).ok(), Some(Mode::Hybrid));
+        assert_eq!(Mode::parse(&body(json!({"mode": "keyword"}))).ok(), Some(Mode::Keyword));
+        assert!(Mode::parse(&body(json!({"mode": "bm25"}))).is_err());
     }
 
     #[test]

@@ -56,9 +56,22 @@ pub struct Config {
     pub document_embed_time_limit: std::time::Duration,
     /// The archive limits (`WORKSPACE_ARCHIVE_*`), for archives and office containers alike.
     pub archive: ArchiveSettings,
+    /// How a hybrid search fuses its legs: `SLUICE_SEARCH_VECTOR_DEPTH` and
+    /// `SLUICE_SEARCH_KEYWORD_DEPTH`, how many chunks each leg ranks (default 50, at least
+    /// the `top_k` asked), and `SLUICE_SEARCH_RRF_K`, reciprocal rank fusion's constant
+    /// (default 60: a chunk's fused score is the sum over the legs of 1 / (k + its rank)).
+    pub search: SearchSettings,
     /// `SLUICE_DEPLOYMENT_ACCOUNT_ID`: the AWS account this deployment runs in. A sync
     /// source may not name a role in it: the functions' own account is never a tenant's.
     pub deployment_account_id: Option<String>,
+}
+
+/// How a hybrid search fuses its keyword and vector legs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SearchSettings {
+    pub vector_depth: i64,
+    pub keyword_depth: i64,
+    pub rrf_k: u32,
 }
 
 /// The archive limits an operator sets; the defaults are the reference product's.
@@ -226,6 +239,11 @@ impl Config {
                 number("SLUICE_DOCUMENT_EMBED_SECS", DEFAULT_DOCUMENT_EMBED_SECS)?.clamp(1, 840),
             ),
             archive: archive_settings(&number)?,
+            search: SearchSettings {
+                vector_depth: number("SLUICE_SEARCH_VECTOR_DEPTH", 50)?.clamp(1, 1000) as i64,
+                keyword_depth: number("SLUICE_SEARCH_KEYWORD_DEPTH", 50)?.clamp(1, 1000) as i64,
+                rrf_k: number("SLUICE_SEARCH_RRF_K", 60)?.clamp(1, 10_000) as u32,
+            },
             deployment_account_id: lookup("SLUICE_DEPLOYMENT_ACCOUNT_ID").filter(|v| !v.is_empty()),
         })
     }

@@ -25,6 +25,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (14, "judged_bytes", include_str!("../migrations/0014_judged_bytes.sql")),
     (15, "source_external_ids", include_str!("../migrations/0015_source_external_ids.sql")),
     (16, "secret_kinds", include_str!("../migrations/0016_secret_kinds.sql")),
+    (17, "keyword_search", include_str!("../migrations/0017_keyword_search.sql")),
 ];
 
 /// The schema version this build's code is written against.

@@ -111,27 +111,49 @@ impl Db {
         });
         rows.truncate(usize::try_from(top_k).unwrap_or(usize::MAX));
         tx.commit().await?;
-        Ok(rows
-            .iter()
-            .map(|r| Hit {
-                chunk_id: r.get("id"),
-                kb_id: r.get("kb_id"),
-                document_id: r.get("document_id"),
-                filename: r.get("filename"),
-                chunk_index: r.get("chunk_index"),
-                content: r.get("content"),
-                score: 1.0 - r.get::<_, f64>("distance"),
-                source: r.get("source"),
-                document_type: r.get("document_type"),
-                organizational_unit: r.get("organizational_unit"),
-                document_date: r.get("document_date"),
-                metadata: r.get("metadata"),
-            })
-            .collect())
+        Ok(rows.iter().map(|r| hit(r, 1.0 - r.get::<_, f64>("distance"))).collect())
     }
 
-    /// The table's size as the planner knows it, or counted up to just past the exact-scan
-    /// bound when the table was never analysed.
+    /// The keyword leg: the `depth` chunks of `collection` whose text matches `query` best
+    /// (PostgreSQL full-text search over the table's `search_vector`, ranked by
+    /// `ts_rank_cd`, scaled to 0..1), within `scope` and `filters` exactly as the vector leg.
+    /// The query is read forgivingly (`websearch_to_tsquery`: quotes for phrases, `-` to
+    /// exclude, `or`; never a syntax error); one that leaves no word to look for (only stop
+    /// words or punctuation) matches nothing.
+    pub async fn search_keyword(
+        &self,
+        collection: &str,
+        scope: &[ScopeBase],
+        filters: &SearchFilters,
+        query: &str,
+        depth: i64,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let client = self.client().await?;
+        if vector_width(&client, collection).await?.is_none() || scope.is_empty() {
+            return Ok(Vec::new());
+        }
+        let table = vector_table(collection);
+        let query = query.to_owned();
+        let mut rows = Vec::new();
+        for base in scope {
+            let sql = format!(
+                "SELECT id, kb_id, document_id, filename, chunk_index, content, metadata, source, document_type,
+                        organizational_unit, document_date, ts_rank_cd(search_vector, query, 32)::float8 AS rank
+                 FROM {table}, websearch_to_tsquery('english'::regconfig, $9) AS query
+                 WHERE kb_id = $1 AND {} {WHERE_FILTERS} AND search_vector @@ query
+                 ORDER BY rank DESC, id LIMIT $10",
+                tenant_clause(base)
+            );
+            let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, filters);
+            rows.extend(client.query(&sql, &[p1, p2, p3, p4, p5, p6, p7, p8, &query, &depth]).await?);
+        }
+        rows.sort_by(|a, b| {
+            b.get::<_, f64>("rank").total_cmp(&a.get::<_, f64>("rank")).then(a.get::<_, Uuid>("id").cmp(&b.get("id")))
+        });
+        rows.truncate(usize::try_from(depth).unwrap_or(usize::MAX));
+        Ok(rows.iter().map(|r| hit(r, r.get("rank"))).collect())
+    }
+
     /// The `organizational_unit` values present in `collection` within `scope`, sorted;
     /// never the empty string.
     pub async fn filter_values(&self, collection: &str, scope: &[ScopeBase]) -> Result<Vec<String>, StoreError> {
@@ -153,6 +175,24 @@ impl Db {
             )
             .await?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+}
+
+/// A chunk row as a hit with its leg's `score`.
+fn hit(r: &tokio_postgres::Row, score: f64) -> Hit {
+    Hit {
+        chunk_id: r.get("id"),
+        kb_id: r.get("kb_id"),
+        document_id: r.get("document_id"),
+        filename: r.get("filename"),
+        chunk_index: r.get("chunk_index"),
+        content: r.get("content"),
+        score,
+        source: r.get("source"),
+        document_type: r.get("document_type"),
+        organizational_unit: r.get("organizational_unit"),
+        document_date: r.get("document_date"),
+        metadata: r.get("metadata"),
     }
 }
 
