@@ -1,7 +1,8 @@
 -- The keyword leg of search: every vector table keeps each chunk's text as a tsvector
 -- (PostgreSQL full-text search, English configuration), generated from `content`, with a GIN
 -- index. New tables are made with it; existing ones gain it here (the column is computed for
--- every row once, no re-index and no new embedding).
+-- every row once, no re-index and no new embedding). New tables' indexes and primary key are
+-- named `rag_<name>$<suffix>` (migration 13).
 
 CREATE OR REPLACE FUNCTION sluice_create_vector_table(collection text, dim integer) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $fn$
