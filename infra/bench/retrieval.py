@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 
@@ -129,10 +130,19 @@ def sluice_index(corpus, api, token, workers):
 
     def upload(doc):
         body, content_type = multipart(f"doc-{doc['_id']}.txt", doc["text"])
-        return request("POST", f"{api}/api/v1/kb/{kb}/documents", token, body, content_type)
+        try:
+            request("POST", f"{api}/api/v1/kb/{kb}/documents", token, body, content_type)
+            return None
+        except urllib.error.HTTPError as refusal:
+            # Sluice refuses an empty file; the collection keeps such documents (no text).
+            if refusal.code == 400:
+                return doc["_id"]
+            raise
 
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        list(pool.map(upload, corpus))
+        refused = [doc for doc in pool.map(upload, corpus) if doc]
+    if refused:
+        print(f"refused by the upload check (no text): {', '.join(refused)}", file=sys.stderr)
     while True:
         status = request("GET", f"{api}/api/v1/kb/{kb}/ingestion", token)
         if status.get("indexing_status") == "complete":

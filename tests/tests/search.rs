@@ -252,8 +252,7 @@ async fn a_selective_filter_still_returns_top_k_and_refusals_are_whole() {
     ))
     .await
     .expect("index");
-    let search =
-        |filters: Value| json!({"query": "anything at all", "collections": [name], "top_k": 10, "filters": filters, "mode": "vector"});
+    let search = |filters: Value| json!({"query": "anything at all", "collections": [name], "top_k": 10, "filters": filters, "mode": "vector"});
     let (status, answer) = stack
         .call_json(&user, Method::POST, "/rag/search", Some(search(json!({"organizational_unit": ["Rare"]}))))
         .await;

@@ -194,8 +194,11 @@ pub struct Fused {
 }
 
 /// Reciprocal rank fusion of two rankings (each best first): a chunk's score is the sum,
-/// over the legs that found it, of `1 / (k + rank)`; ties go to the smaller chunk id. A
-/// chunk found by one leg keeps the other's place empty.
+/// over the legs that found it, of `1 / (k + rank)`. A chunk found by one leg keeps the
+/// other's place empty. On a tie the chunk the keyword leg found goes first: it holds the
+/// query's own words, while the vector leg always has a nearest chunk, meaningful or not
+/// (an exact part number's one chunk must not lose a coin toss to it); then the smaller
+/// chunk id.
 pub fn fuse(vector: Vec<Hit>, keyword: Vec<Hit>, k: u32) -> Vec<Fused> {
     let mut fused: Vec<Fused> = Vec::with_capacity(vector.len() + keyword.len());
     for (leg, hits) in [(0, vector), (1, keyword)] {
@@ -216,7 +219,12 @@ pub fn fuse(vector: Vec<Hit>, keyword: Vec<Hit>, k: u32) -> Vec<Fused> {
             entry.fused += 1.0 / (f64::from(k) + place.rank as f64);
         }
     }
-    fused.sort_by(|a, b| b.fused.total_cmp(&a.fused).then(a.hit.chunk_id.cmp(&b.hit.chunk_id)));
+    fused.sort_by(|a, b| {
+        b.fused
+            .total_cmp(&a.fused)
+            .then(b.keyword.is_some().cmp(&a.keyword.is_some()))
+            .then(a.hit.chunk_id.cmp(&b.hit.chunk_id))
+    });
     fused
 }
 
@@ -434,14 +442,17 @@ mod tests {
         // Vector: 1, 2, 3. Keyword: 3, 4. Chunk 3 is found by both and comes first.
         let fused = fuse(vec![hit(1, 0.9), hit(2, 0.8), hit(3, 0.7)], vec![hit(3, 0.5), hit(4, 0.4)], 60);
         let order: Vec<u128> = fused.iter().map(|f| f.hit.chunk_id.as_u128()).collect();
-        assert_eq!(order, [3, 1, 2, 4]);
+        assert_eq!(order, [3, 1, 4, 2]);
         let first = &fused[0];
         assert_eq!(first.vector, Some(LegPlace { rank: 3, score: 0.7 }));
         assert_eq!(first.keyword, Some(LegPlace { rank: 1, score: 0.5 }));
         assert!((first.fused - (1.0 / 63.0 + 1.0 / 61.0)).abs() < 1e-12);
-        // Equal places in different legs tie; the smaller chunk id goes first.
+        // Equal places in different legs tie; the keyword leg's chunk goes first.
         assert_eq!(fused[2].fused, fused[3].fused);
-        assert!(fused[2].keyword.is_none() && fused[3].vector.is_none());
+        assert!(fused[2].vector.is_none() && fused[3].keyword.is_none());
+        // The same with one chunk each: the literal match wins the tie.
+        let tie = fuse(vec![hit(9, 0.2)], vec![hit(10, 0.1)], 60);
+        assert_eq!(tie[0].hit.chunk_id.as_u128(), 10);
         assert!(fuse(Vec::new(), Vec::new(), 60).is_empty());
     }
 

@@ -118,7 +118,9 @@ impl Db {
     /// (PostgreSQL full-text search over the table's `search_vector`, ranked by
     /// `ts_rank_cd`, scaled to 0..1), within `scope` and `filters` exactly as the vector leg.
     /// The query is read forgivingly (`websearch_to_tsquery`: quotes for phrases, `-` to
-    /// exclude, `or`; never a syntax error); one that leaves no word to look for (only stop
+    /// exclude; never a syntax error) and its words are alternatives, as a keyword search
+    /// reads a question: a chunk matches any of them, and ranks higher the more it holds,
+    /// close together; a `-word` excludes. One that leaves no word to look for (only stop
     /// words or punctuation) matches nothing.
     pub async fn search_keyword(
         &self,
@@ -133,19 +135,23 @@ impl Db {
             return Ok(Vec::new());
         }
         let table = vector_table(collection);
-        let query = query.to_owned();
+        let (wanted, excluded) = split_exclusions(query);
         let mut rows = Vec::new();
         for base in scope {
+            // Words OR-ed (phrases kept whole); excluded words AND-NOT-ed.
             let sql = format!(
-                "SELECT id, kb_id, document_id, filename, chunk_index, content, metadata, source, document_type,
-                        organizational_unit, document_date, ts_rank_cd(search_vector, query, 32)::float8 AS rank
-                 FROM {table}, websearch_to_tsquery('english'::regconfig, $9) AS query
-                 WHERE kb_id = $1 AND {} {WHERE_FILTERS} AND search_vector @@ query
+                "WITH q AS (SELECT CASE WHEN $11 = '' THEN w ELSE w && !!x END AS query FROM
+                     (SELECT replace(websearch_to_tsquery('english'::regconfig, $9)::text, ' & ', ' | ')::tsquery AS w,
+                             replace(plainto_tsquery('english'::regconfig, $11)::text, ' & ', ' | ')::tsquery AS x) AS parts)
+                 SELECT id, kb_id, document_id, filename, chunk_index, content, metadata, source, document_type,
+                        organizational_unit, document_date, ts_rank_cd(search_vector, q.query, 32)::float8 AS rank
+                 FROM {table}, q
+                 WHERE kb_id = $1 AND {} {WHERE_FILTERS} AND search_vector @@ q.query
                  ORDER BY rank DESC, id LIMIT $10",
                 tenant_clause(base)
             );
             let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, filters);
-            rows.extend(client.query(&sql, &[p1, p2, p3, p4, p5, p6, p7, p8, &query, &depth]).await?);
+            rows.extend(client.query(&sql, &[p1, p2, p3, p4, p5, p6, p7, p8, &wanted, &depth, &excluded]).await?);
         }
         rows.sort_by(|a, b| {
             b.get::<_, f64>("rank").total_cmp(&a.get::<_, f64>("rank")).then(a.get::<_, Uuid>("id").cmp(&b.get("id")))
@@ -176,6 +182,22 @@ impl Db {
             .await?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
+}
+
+/// A keyword query's wanted part and its excluded words (`-word` outside quotes), so the
+/// wanted words can be alternatives while an exclusion still excludes.
+pub fn split_exclusions(query: &str) -> (String, String) {
+    let (mut wanted, mut excluded) = (Vec::new(), Vec::new());
+    let mut quoted = false;
+    for token in query.split_whitespace() {
+        let opens = token.matches('"').count() % 2 == 1;
+        match token.strip_prefix('-') {
+            Some(word) if !quoted && !word.is_empty() && !word.starts_with('"') => excluded.push(word),
+            _ => wanted.push(token),
+        }
+        quoted ^= opens;
+    }
+    (wanted.join(" "), excluded.join(" "))
 }
 
 /// A chunk row as a hit with its leg's `score`.
@@ -280,4 +302,18 @@ async fn table_rows(client: &impl deadpool_postgres::GenericClient, table: &str)
         .query_one(&format!("SELECT count(*) FROM (SELECT 1 FROM {table} LIMIT $1) AS sample"), &[&limit])
         .await?
         .get(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_exclusions;
+
+    #[test]
+    fn exclusions_are_told_from_wanted_words_and_phrases() {
+        assert_eq!(split_exclusions("pump seal -gasket"), ("pump seal".to_owned(), "gasket".to_owned()));
+        assert_eq!(split_exclusions("\"seal -kit\" -old"), ("\"seal -kit\"".to_owned(), "old".to_owned()));
+        assert_eq!(split_exclusions("XJ-4471-B"), ("XJ-4471-B".to_owned(), String::new()));
+        assert_eq!(split_exclusions("- -"), ("- -".to_owned(), String::new()));
+        assert_eq!(split_exclusions(""), (String::new(), String::new()));
+    }
 }
