@@ -358,7 +358,13 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
         Mode::Hybrid => f.fused,
         Mode::Vector | Mode::Keyword => f.hit.score,
     };
-    hits.sort_by(|a, b| order(&b.1).total_cmp(&order(&a.1)).then(a.1.hit.chunk_id.cmp(&b.1.hit.chunk_id)));
+    // Ties as `fuse` breaks them: the chunk holding the query's words first, then by id.
+    hits.sort_by(|a, b| {
+        order(&b.1)
+            .total_cmp(&order(&a.1))
+            .then(b.1.keyword.is_some().cmp(&a.1.keyword.is_some()))
+            .then(a.1.hit.chunk_id.cmp(&b.1.hit.chunk_id))
+    });
     hits.truncate(usize::try_from(top_k).unwrap_or(usize::MAX));
     let results: Vec<Value> = hits
         .into_iter()
