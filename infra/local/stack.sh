@@ -199,8 +199,9 @@ ENV
     echo "export SLUICE_TEARDOWN_LOCK_TIMEOUT_MS=500 SLUICE_TEARDOWN_RETRY_SECS=10"
     # The browser tests' page is the one web app origin the test stack allows (the API's
     # CORS and the bucket's rule alike), so they prove an exact origin list, not "*".
-    echo "export SLUICE_TEST_PAGE_ADDR=127.0.0.1:$((API_PORT + 10))"
-    echo "export SLUICE_ALLOWED_ORIGINS=http://127.0.0.1:$((API_PORT + 10))"
+    # Below Linux's ephemeral range (32768-60999), so no outgoing connection holds it.
+    echo "export SLUICE_TEST_PAGE_ADDR=127.0.0.1:31010"
+    echo "export SLUICE_ALLOWED_ORIGINS=http://127.0.0.1:31010"
   fi
 }
 

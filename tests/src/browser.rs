@@ -20,7 +20,18 @@ use tokio::sync::mpsc;
 pub async fn run_page(html: String, limit: Duration) -> serde_json::Value {
     // The origin the test stack allows (SLUICE_TEST_PAGE_ADDR); a free port elsewhere.
     let address = std::env::var("SLUICE_TEST_PAGE_ADDR").unwrap_or_else(|_| "127.0.0.1:0".to_owned());
-    let listener = tokio::net::TcpListener::bind(&address).await.expect("page listener");
+    // A port a moment ago in use (a previous page's connections closing) is retried briefly.
+    let mut tries = 0;
+    let listener = loop {
+        match tokio::net::TcpListener::bind(&address).await {
+            Ok(listener) => break listener,
+            Err(_) if tries < 50 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(error) => panic!("page listener on {address}: {error}"),
+        }
+    };
     let origin = format!("http://{}", listener.local_addr().expect("address"));
     let (reports, mut received) = mpsc::channel::<serde_json::Value>(1);
     let page = Arc::new(html);
