@@ -138,7 +138,8 @@ async fn the_migrate_step_is_idempotent_and_leaves_the_app_login_least_privilege
     }
     // Vector tables only through the owner's functions, only by the vector login (ingest,
     // knowledge, teardown), and only tables marked as such.
-    for call in ["SELECT sluice_create_vector_table('probe', 3)", "SELECT sluice_drop_vector_table('probe')"] {
+    for call in ["SELECT sluice_create_vector_table('probe', 3, 'english')", "SELECT sluice_drop_vector_table('probe')"]
+    {
         let refused = client.batch_execute(call).await.expect_err("the application login makes no tables");
         assert_eq!(code(refused), insufficient, "{call}");
     }
@@ -147,7 +148,7 @@ async fn the_migrate_step_is_idempotent_and_leaves_the_app_login_least_privilege
         let refused = client.batch_execute(statement).await.expect_err(statement);
         assert_eq!(code(refused), insufficient, "{statement}");
     }
-    client.execute("SELECT sluice_create_vector_table('probe', 3)", &[]).await.expect("create");
+    client.execute("SELECT sluice_create_vector_table('probe', 3, 'english')", &[]).await.expect("create");
     let refused = client.batch_execute("DROP TABLE rag_probe").await.expect_err("not the owner");
     assert_eq!(code(refused), insufficient);
     client
@@ -157,7 +158,7 @@ async fn the_migrate_step_is_idempotent_and_leaves_the_app_login_least_privilege
     // The application login (upload, parse, sweep) reads and removes chunks, never writes
     // one, on a table made before its grants and on one made after.
     let app = sluice_store::connect_once(&target, &stack.app_login).await.expect("app login");
-    client.execute("SELECT sluice_create_vector_table('later', 3)", &[]).await.expect("a table made later");
+    client.execute("SELECT sluice_create_vector_table('later', 3, 'simple')", &[]).await.expect("a table made later");
     for table in ["rag_probe", "rag_later"] {
         let insert = format!(
             "INSERT INTO {table} (id, document_id, chunk_index, content, embedding) VALUES (gen_random_uuid(), gen_random_uuid(), 0, 'x', '[1,2,3]')"

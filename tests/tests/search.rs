@@ -427,3 +427,157 @@ async fn an_exact_identifier_in_one_chunk_of_ten_thousand_comes_first_in_hybrid_
         assert_eq!(found["results"], json!([]), "{mode}: another tenant's chunk leaked: {found}");
     }
 }
+
+/// BM25 by hand, from the texts themselves: the words here are their own English stems and
+/// none is a stop word, so a chunk's length is its word count.
+fn bm25(texts: &[&str], query: &[&str], text: &str) -> f64 {
+    let chunks = texts.len() as f64;
+    let average = texts.iter().map(|t| t.split_whitespace().count()).sum::<usize>() as f64 / chunks;
+    let length = text.split_whitespace().count() as f64;
+    query
+        .iter()
+        .map(|word| {
+            let holding = texts.iter().filter(|t| t.split_whitespace().any(|w| w == *word)).count() as f64;
+            let idf = (1.0 + (chunks - holding + 0.5) / (holding + 0.5)).ln();
+            let tf = text.split_whitespace().filter(|w| w == word).count() as f64;
+            idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * length / average))
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn keyword_scores_are_bm25_over_the_callers_own_bases_through_every_write() {
+    let stack = Stack::from_env().await;
+    let db = stack.db().await;
+    let store = stack.store(1).await;
+    let (org_a, org_b) = (Uuid::new_v4(), Uuid::new_v4());
+    let name = format!("terms_{}", &Uuid::new_v4().simple().to_string()[..10]);
+    store.ensure_vector_table(&name, 3).await.expect("table");
+    let table = format!("rag_{name}");
+    let (base_a, base_b) = (Uuid::new_v4(), Uuid::new_v4());
+    let insert = |kb: Uuid, org: Uuid, text: String| {
+        let sql = format!(
+            "INSERT INTO {table} (id, kb_id, org_id, document_id, chunk_index, content, embedding) \
+             VALUES (gen_random_uuid(), $1, $2, gen_random_uuid(), 0, $3, '[1,0,0]')"
+        );
+        let db = &db;
+        async move { db.execute(&sql, &[&kb, &org, &text]).await.expect("chunk") }
+    };
+    let mut texts = vec!["pump seal kit", "pump pump blue", "blue kit", "seal", "green valv door lamp"];
+    for text in &texts {
+        insert(base_a, org_a, (*text).to_owned()).await;
+    }
+    let scope_a = [sluice_store::ScopeBase { kb_id: base_a, org_id: Some(org_a) }];
+    let scores = async |store: &sluice_store::Db| -> HashMap<String, f64> {
+        let hits =
+            store.search_keyword(&name, &scope_a, &Default::default(), "pump kit", 50).await.expect("keyword search");
+        hits.into_iter().map(|h| (h.content, h.score)).collect()
+    };
+    let check = |found: &HashMap<String, f64>, texts: &[&str]| {
+        let matching: Vec<&&str> = texts.iter().filter(|t| t.contains("pump") || t.contains("kit")).collect();
+        assert_eq!(found.len(), matching.len(), "{found:?}");
+        for text in matching {
+            let expected = bm25(texts, &["pump", "kit"], text);
+            let got = found[*text];
+            assert!((got - expected).abs() < 1e-9, "{text}: {got} is not BM25's {expected}");
+        }
+    };
+    let before = scores(&store).await;
+    check(&before, &texts);
+
+    // Another tenant's base under the same name, full of the same words: not one score moves.
+    for _ in 0..200 {
+        insert(base_b, org_b, "pump pump pump kit".to_owned()).await;
+    }
+    assert_eq!(scores(&store).await, before, "another tenant's words weighed on a score");
+
+    // Every kind of write keeps the statistics exact: an update, a delete, an insert.
+    db.execute(&format!("UPDATE {table} SET content = 'blue kit kit' WHERE content = 'blue kit'"), &[])
+        .await
+        .expect("update");
+    db.execute(&format!("DELETE FROM {table} WHERE content = 'seal'"), &[]).await.expect("delete");
+    texts = vec!["pump seal kit", "pump pump blue", "blue kit kit", "green valv door lamp", "kit"];
+    insert(base_a, org_a, "kit".to_owned()).await;
+    check(&scores(&store).await, &texts);
+
+    // The other base emptied, its statistics go with its last chunk.
+    db.execute(&format!("DELETE FROM {table} WHERE kb_id = $1"), &[&base_b]).await.expect("delete b");
+    let left: i64 = db
+        .query_one(&format!("SELECT count(*) FROM \"{table}$terms\" WHERE kb_id = $1"), &[&base_b])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(left, 0);
+
+    // The statistics are the triggers' alone: the functions' logins read them, never write.
+    for login in [&stack.vector_login, &stack.app_login] {
+        let client = sluice_store::connect_once(&stack.db_target, login).await.expect("login");
+        client.query(&format!("SELECT count(*) FROM \"{table}$terms\""), &[]).await.expect("read");
+        let refused = client
+            .execute(&format!("UPDATE \"{table}$terms\" SET chunks = chunks + 1"), &[])
+            .await
+            .expect_err("a login wrote the statistics");
+        assert_eq!(refused.code(), Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE));
+    }
+    // Dropping the collection drops its statistics.
+    db.execute("SELECT sluice_drop_vector_table($1)", &[&name]).await.expect("drop");
+    let gone: bool =
+        db.query_one("SELECT to_regclass($1) IS NULL", &[&format!("{table}$terms")]).await.expect("regclass").get(0);
+    assert!(gone);
+}
+
+#[tokio::test]
+async fn a_base_reads_its_words_with_the_text_search_language_it_was_made_with() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let base = |extra: Value| {
+        let mut body = json!({"name": "Words", "scope": "org", "embedding_provider": "local",
+            "embedding_model": "all-minilm-l6-v2"});
+        body.as_object_mut().expect("object").extend(extra.as_object().expect("object").clone());
+        body
+    };
+    let (status, refused) =
+        stack.call_json(&user, Method::POST, "/kb", Some(base(json!({"text_search_language": "klingon"})))).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["error"]["details"]["fields"]["text_search_language"].is_string(), "{refused}");
+
+    // `simple` keeps every word; English drops "the" and "who" as stop words.
+    let (status, simple) =
+        stack.call_json(&user, Method::POST, "/kb", Some(base(json!({"text_search_language": "simple"})))).await;
+    assert_eq!((status, simple["text_search_language"].as_str()), (201, Some("simple")), "{simple}");
+    let (status, english) = stack.call_json(&user, Method::POST, "/kb", Some(base(json!({})))).await;
+    assert_eq!((status, english["text_search_language"].as_str()), (201, Some("english")), "{english}");
+    for kb in [&simple, &english] {
+        let kb = kb["id"].as_str().expect("id");
+        stack.upload_document(&user, kb, "band.txt", b"The Who played at the festival all night.").await;
+        stack.upload_document(&user, kb, "garden.txt", b"Tomatoes want sun and a stake to climb.").await;
+        stack.indexed(&user, kb).await;
+    }
+    let ask = async |kb: &Value| {
+        let body = json!({"query": "the who", "knowledge_base_ids": [kb["id"]], "mode": "keyword"});
+        let (status, found) = stack.call_json(&user, Method::POST, "/rag/search", Some(body)).await;
+        assert_eq!(status, 200, "{found}");
+        found["results"].as_array().expect("results").iter().map(|r| r["filename"].clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(ask(&simple).await, [json!("band.txt")]);
+    assert_eq!(ask(&english).await, Vec::<Value>::new(), "English reads no word to look for in \"the who\"");
+
+    // A base joining the name adopts the way it reads words, and may not ask another.
+    let name = simple["collection_name"].as_str().expect("name");
+    let (status, joined) =
+        stack.call_json(&user, Method::POST, "/kb", Some(base(json!({"collection_name": name})))).await;
+    assert_eq!((status, joined["text_search_language"].as_str()), (201, Some("simple")), "{joined}");
+    let other = base(json!({"collection_name": name, "text_search_language": "english"}));
+    let (status, refused) = stack.call_json(&user, Method::POST, "/kb", Some(other)).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["error"]["details"]["fields"]["text_search_language"].is_string(), "{refused}");
+    // Fixed at creation.
+    let path = format!("/kb/{}", simple["id"].as_str().expect("id"));
+    let (status, refused) =
+        stack.call_json(&user, Method::PATCH, &path, Some(json!({"text_search_language": "english"}))).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["error"]["details"]["fields"]["text_search_language"].is_string(), "{refused}");
+    let (status, kept) =
+        stack.call_json(&user, Method::PATCH, &path, Some(json!({"text_search_language": "simple"}))).await;
+    assert_eq!((status, kept["text_search_language"].as_str()), (200, Some("simple")), "{kept}");
+}

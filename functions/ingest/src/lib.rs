@@ -268,7 +268,10 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
             return Ok(());
         }
     }
-    let stopped = state.db.ensure_base_table(base.id, &base.collection_name, base.embedding_dim).await?;
+    let stopped = state
+        .db
+        .ensure_base_table(base.id, &base.collection_name, base.embedding_dim, &base.text_search_language)
+        .await?;
     let outcome = match stopped {
         Some(outcome) => outcome,
         None => state.db.publish_chunks(document, i32::try_from(truncated).unwrap_or(i32::MAX)).await?,

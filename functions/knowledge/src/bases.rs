@@ -35,6 +35,7 @@ pub struct BaseView {
     embedding_endpoint_id: Option<Uuid>,
     embedding_base_url: Option<String>,
     ingestion_config: IngestionConfig,
+    text_search_language: String,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
     access: &'static str,
@@ -57,6 +58,7 @@ pub fn view(base: KnowledgeBase, access: Access) -> BaseView {
         embedding_endpoint_id: base.embedding_endpoint_id,
         embedding_base_url: base.embedding_base_url,
         ingestion_config,
+        text_search_language: base.text_search_language,
         created_at: base.created_at,
         access: if access == Access::Edit { "edit" } else { "view" },
     }
@@ -89,7 +91,24 @@ const CREATE_FIELDS: &[&str] = &[
     "embedding_endpoint_id",
     "embedding_base_url",
     "ingestion_config",
+    "text_search_language",
 ];
+
+/// `text_search_language` as asked: one of PostgreSQL's own configurations.
+fn text_search_language(body: &Map<String, Value>) -> Result<Option<String>, KnowledgeError> {
+    match fields::text(body, "text_search_language")? {
+        Field::Set(language) if collection::TEXT_SEARCH_LANGUAGES.contains(&language.as_str()) => Ok(Some(language)),
+        Field::Set(language) => Err(invalid(
+            "text_search_language",
+            format!(
+                "{language:?} is not a text search configuration; use one of {} (simple for a language without one)",
+                collection::TEXT_SEARCH_LANGUAGES.join(", ")
+            ),
+        )),
+        Field::Null => Err(invalid("text_search_language", "a base always reads words with some configuration")),
+        Field::Absent => Ok(None),
+    }
+}
 
 /// A stored ingestion configuration from a request's field (`null`: the defaults), merged
 /// onto the current one (or `model`'s defaults) and refused when `model` would cut its chunks.
@@ -208,6 +227,11 @@ pub async fn create_from(
     };
     let resolved = embedding::resolve(state, caller, scope, org_id, requested, Moment::Create).await?;
     let ingestion = ingestion_config(body, None, resolved.model)?.or_keep(None);
+    // Left out, a name's collection lends the way it reads words, as it lends its embedding.
+    let language = match text_search_language(body)? {
+        Some(language) => language,
+        None => held.map_or(collection::DEFAULT_TEXT_SEARCH_LANGUAGE.to_owned(), |b| b.text_search_language.clone()),
+    };
     let base = KnowledgeBase {
         id: Uuid::new_v4(),
         name,
@@ -223,6 +247,7 @@ pub async fn create_from(
         embedding_base_url: resolved.base_url,
         embedding_secret_id: resolved.secret_id,
         ingestion_config: ingestion,
+        text_search_language: language,
         created_at: OffsetDateTime::now_utc(),
     };
     let claimant = Claimant { user_id: caller.user_id, org_id: caller.org_id, app_admin: caller.app_admin };
@@ -238,6 +263,10 @@ pub async fn create_from(
         Claim::Disagrees { model, provider } => Err(invalid(
             "embedding_model",
             format!("the collection already embeds with {model} on {provider}; a base on it adopts that"),
+        )),
+        Claim::ReadsWordsAs(language) => Err(invalid(
+            "text_search_language",
+            format!("the collection already reads its words as {language}; a base on it adopts that"),
         )),
     }
 }
@@ -291,6 +320,7 @@ const PATCH_FIELDS: &[&str] = &[
     "embedding_endpoint_id",
     "embedding_base_url",
     "ingestion_config",
+    "text_search_language",
 ];
 
 /// `PATCH /kb/{id}`: provider, endpoint, base URL, credential and ingestion configuration
@@ -309,6 +339,17 @@ pub async fn patch(
         && dim.as_i64() != Some(i64::from(base.embedding_dim))
     {
         return Err(invalid("embedding_dim", format!("the width is fixed at creation ({})", base.embedding_dim)));
+    }
+    if let Some(language) = text_search_language(&body)?
+        && language != base.text_search_language
+    {
+        return Err(invalid(
+            "text_search_language",
+            format!(
+                "the collection's words are indexed as {} (fixed at creation); re-ingest into a new base to change it",
+                base.text_search_language
+            ),
+        ));
     }
     let space = catalog::provider(&base.embedding_provider)
         .and_then(|p| p.model(&base.embedding_model))

@@ -44,6 +44,44 @@ pub fn validate_collection_name(name: &str, schema_tables: &[String]) -> Result<
     Ok(())
 }
 
+/// The text search configuration a collection's words are read with unless its base says.
+pub const DEFAULT_TEXT_SEARCH_LANGUAGE: &str = "english";
+
+/// PostgreSQL's own text search configurations (the same in 16 and 17, and on Aurora):
+/// `simple` folds case only, for a language with none of its own; the others stem and
+/// drop their language's stop words.
+pub const TEXT_SEARCH_LANGUAGES: &[&str] = &[
+    "arabic",
+    "armenian",
+    "basque",
+    "catalan",
+    "danish",
+    "dutch",
+    "english",
+    "finnish",
+    "french",
+    "german",
+    "greek",
+    "hindi",
+    "hungarian",
+    "indonesian",
+    "irish",
+    "italian",
+    "lithuanian",
+    "nepali",
+    "norwegian",
+    "portuguese",
+    "romanian",
+    "russian",
+    "serbian",
+    "simple",
+    "spanish",
+    "swedish",
+    "tamil",
+    "turkish",
+    "yiddish",
+];
+
 /// The vector table of a collection.
 pub fn vector_table(name: &str) -> String {
     format!("rag_{name}")

@@ -26,6 +26,9 @@ pub struct KnowledgeBase {
     pub embedding_base_url: Option<String>,
     pub embedding_secret_id: Option<Uuid>,
     pub ingestion_config: Option<serde_json::Value>,
+    /// The PostgreSQL text search configuration the collection's words are read with
+    /// (fixed at creation; the bases of a name agree).
+    pub text_search_language: String,
     pub created_at: OffsetDateTime,
 }
 
@@ -65,6 +68,8 @@ pub enum Claim {
         model: String,
         provider: String,
     },
+    /// The name's collection reads words with another text search configuration.
+    ReadsWordsAs(String),
     /// The name is reserved for a teardown that has not finished.
     Reserved,
     /// No base holds the name, but it holds content another tenant wrote with no base.
@@ -83,7 +88,8 @@ pub struct Claimant {
 
 pub(crate) const COLUMNS: &str = "kb.id, kb.name, kb.scope, kb.owner_id, kb.org_id, kb.collection_name, kb.is_default, \
                        kb.embedding_provider, kb.embedding_model, kb.embedding_dim, kb.embedding_endpoint_id, \
-                       kb.embedding_base_url, kb.embedding_secret_id, kb.ingestion_config, kb.created_at";
+                       kb.embedding_base_url, kb.embedding_secret_id, kb.ingestion_config, kb.text_search_language, \
+                       kb.created_at";
 
 pub(crate) fn from_row(row: &Row) -> KnowledgeBase {
     let scope: String = row.get("scope");
@@ -102,6 +108,7 @@ pub(crate) fn from_row(row: &Row) -> KnowledgeBase {
         embedding_base_url: row.get("embedding_base_url"),
         embedding_secret_id: row.get("embedding_secret_id"),
         ingestion_config: row.get("ingestion_config"),
+        text_search_language: row.get("text_search_language"),
         created_at: row.get("created_at"),
     }
 }
@@ -194,13 +201,21 @@ impl Db {
         } else if !claimant.app_admin && holds_unfiled_content(&tx, &base.collection_name, claimant.org_id).await? {
             return Ok(Claim::Unfiled);
         }
+        // The collection's table, once made, reads words one way: every base on it agrees.
+        let settled = match holders.first() {
+            Some(first) => Some(first.base.text_search_language.clone()),
+            None => crate::search::text_search_language(&tx, &base.collection_name).await?,
+        };
+        if let Some(settled) = settled.filter(|settled| *settled != base.text_search_language) {
+            return Ok(Claim::ReadsWordsAs(settled));
+        }
         let row = tx
             .query_one(
                 &format!(
                     "INSERT INTO knowledge_bases AS kb (id, name, scope, owner_id, org_id, collection_name, is_default, \
                      embedding_provider, embedding_model, embedding_dim, embedding_endpoint_id, embedding_base_url, \
-                     embedding_secret_id, ingestion_config) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING {COLUMNS}"
+                     embedding_secret_id, ingestion_config, text_search_language) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING {COLUMNS}"
                 ),
                 &[
                     &base.id,
@@ -217,6 +232,7 @@ impl Db {
                     &base.embedding_base_url,
                     &base.embedding_secret_id,
                     &base.ingestion_config,
+                    &base.text_search_language,
                 ],
             )
             .await?;

@@ -26,6 +26,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (15, "source_external_ids", include_str!("../migrations/0015_source_external_ids.sql")),
     (16, "secret_kinds", include_str!("../migrations/0016_secret_kinds.sql")),
     (17, "keyword_search", include_str!("../migrations/0017_keyword_search.sql")),
+    (18, "keyword_statistics", include_str!("../migrations/0018_keyword_statistics.sql")),
 ];
 
 /// The schema version this build's code is written against.
@@ -160,7 +161,7 @@ async fn grant_login(
                  REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON sluice_migrations FROM %2$I;
                  GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO %2$I;
                  ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %2$I;
-                 %3$s ON FUNCTION sluice_create_vector_table(text, integer) %4$s %2$I;
+                 %3$s ON FUNCTION sluice_create_vector_table(text, integer, regconfig) %4$s %2$I;
                  %3$s ON FUNCTION sluice_drop_vector_table(text) %4$s %2$I;
                  REVOKE SELECT, UPDATE, DELETE, TRUNCATE ON audit_log FROM %2$I;',
                  current_database(), $1::text,
@@ -171,6 +172,19 @@ async fn grant_login(
         .await?
         .get(0);
     tx.batch_execute(&grants).await?;
+    // The keyword leg's term statistics are written by the vector tables' triggers alone.
+    let read_only: String = tx
+        .query_one(
+            "SELECT coalesce(string_agg(format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON public.%I FROM %I;', \
+             c.relname, $1::text), ''), '') \
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = 'public' AND c.relkind = 'r' \
+             AND obj_description(c.oid, 'pg_class') = 'sluice:term-statistics'",
+            &[&app.username],
+        )
+        .await?
+        .get(0);
+    tx.batch_execute(&read_only).await?;
     if vector_tables {
         // Ingest, knowledge and teardown never touch chat attachments or the sweep's cursors.
         let narrowed: String = tx

@@ -114,14 +114,16 @@ impl Db {
         Ok(rows.iter().map(|r| hit(r, 1.0 - r.get::<_, f64>("distance"))).collect())
     }
 
-    /// The keyword leg: the `depth` chunks of `collection` whose text matches `query` best
-    /// (PostgreSQL full-text search over the table's `search_vector`, ranked by
-    /// `ts_rank_cd`, scaled to 0..1), within `scope` and `filters` exactly as the vector leg.
-    /// The query is read forgivingly (`websearch_to_tsquery`: quotes for phrases, `-` to
-    /// exclude; never a syntax error) and its words are alternatives, as a keyword search
-    /// reads a question: a chunk matches any of them, and ranks higher the more it holds,
-    /// close together; a `-word` excludes. One that leaves no word to look for (only stop
-    /// words or punctuation) matches nothing.
+    /// The keyword leg: the `depth` chunks of `collection` whose text matches `query` best,
+    /// within `scope` and `filters` exactly as the vector leg. PostgreSQL's full-text search
+    /// finds the candidates (the table's GIN-indexed `search_vector`, read with the
+    /// collection's text search configuration) and BM25 ranks them, from the term
+    /// statistics of the bases in `scope` only (another tenant's text never weighs on a
+    /// score). The query is read forgivingly (`websearch_to_tsquery`: quotes for phrases,
+    /// `-` to exclude; never a syntax error) and its words are alternatives, as a keyword
+    /// search reads a question: a chunk matches any of them; a `-word` excludes, a phrase
+    /// must be whole. One that leaves no word to look for (only stop words or punctuation)
+    /// matches nothing.
     pub async fn search_keyword(
         &self,
         collection: &str,
@@ -131,27 +133,72 @@ impl Db {
         depth: i64,
     ) -> Result<Vec<Hit>, StoreError> {
         let client = self.client().await?;
-        if vector_width(&client, collection).await?.is_none() || scope.is_empty() {
+        let Some(language) = text_search_language(&client, collection).await? else {
+            return Ok(Vec::new());
+        };
+        if scope.is_empty() {
             return Ok(Vec::new());
         }
         let table = vector_table(collection);
         let (wanted, excluded) = split_exclusions(query);
+        let kb_ids: Vec<Uuid> = scope.iter().map(|b| b.kb_id).collect();
+        let tenants: Vec<Uuid> = scope.iter().map(|b| b.org_id.unwrap_or(NO_TENANT)).collect();
+        // The query once, its lexemes and their statistics over the scope; the empty
+        // lexeme's row is the scope's totals.
+        let statistics = client
+            .query(
+                &format!(
+                    "WITH q AS (SELECT CASE WHEN $2 = '' THEN w ELSE w && !!x END AS query FROM
+                         (SELECT replace(websearch_to_tsquery($1::text::regconfig, $3)::text, ' & ', ' | ')::tsquery AS w,
+                                 replace(plainto_tsquery($1::text::regconfig, $2)::text, ' & ', ' | ')::tsquery AS x) AS parts),
+                     words AS (SELECT DISTINCT replace(m[1], $4, $5) AS lexeme
+                               FROM q, regexp_matches(querytree(q.query), $6, 'g') AS m
+                               UNION SELECT '')
+                     SELECT (SELECT query::text FROM q), words.lexeme,
+                            coalesce(sum(s.chunks), 0)::float8, coalesce(sum(s.occurrences), 0)::float8
+                     FROM words LEFT JOIN \"{table}$terms\" AS s ON s.lexeme = words.lexeme
+                          AND (s.kb_id, s.org_id) IN (SELECT * FROM unnest($7::uuid[], $8::uuid[]))
+                     GROUP BY words.lexeme"
+                ),
+                &[&language, &excluded, &wanted, &"''", &"'", &QUOTED_LEXEME, &kb_ids, &tenants],
+            )
+            .await?;
+        let Some(first) = statistics.first() else { return Ok(Vec::new()) };
+        let tsquery: String = first.get(0);
+        let totals = statistics.iter().find(|r| r.get::<_, String>(1).is_empty());
+        let (chunks, occurrences) = totals.map_or((0.0, 0.0), |r| (r.get::<_, f64>(2), r.get::<_, f64>(3)));
+        let (lexemes, idfs): (Vec<String>, Vec<f64>) = statistics
+            .iter()
+            .filter(|r| !r.get::<_, String>(1).is_empty())
+            .map(|r| (r.get::<_, String>(1), bm25_idf(chunks, r.get(2))))
+            .unzip();
+        if tsquery.is_empty() || lexemes.is_empty() || chunks == 0.0 {
+            return Ok(Vec::new());
+        }
+        let average_length = (occurrences / chunks).max(1.0);
         let mut rows = Vec::new();
         for base in scope {
-            // Words OR-ed (phrases kept whole); excluded words AND-NOT-ed.
             let sql = format!(
-                "WITH q AS (SELECT CASE WHEN $11 = '' THEN w ELSE w && !!x END AS query FROM
-                     (SELECT replace(websearch_to_tsquery('english'::regconfig, $9)::text, ' & ', ' | ')::tsquery AS w,
-                             replace(plainto_tsquery('english'::regconfig, $11)::text, ' & ', ' | ')::tsquery AS x) AS parts)
-                 SELECT id, kb_id, document_id, filename, chunk_index, content, metadata, source, document_type,
-                        organizational_unit, document_date, ts_rank_cd(search_vector, q.query, 32)::float8 AS rank
-                 FROM {table}, q
-                 WHERE kb_id = $1 AND {} {WHERE_FILTERS} AND search_vector @@ q.query
-                 ORDER BY rank DESC, id LIMIT $10",
+                "SELECT id, kb_id, document_id, filename, chunk_index, content, metadata, source, document_type,
+                        organizational_unit, document_date, bm25.score AS rank
+                 FROM {table} AS c,
+                      LATERAL (SELECT coalesce(sum(cardinality(u.positions)), 0)::float8 AS length
+                               FROM unnest(c.search_vector) AS u) AS d,
+                      LATERAL (SELECT coalesce(sum(w.idf * cardinality(u.positions) * ({BM25_K1} + 1)
+                                   / (cardinality(u.positions) + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * d.length / $12))), 0)::float8
+                                   AS score
+                               FROM unnest(c.search_vector) AS u
+                               JOIN unnest($10::text[], $11::float8[]) AS w(lexeme, idf) ON w.lexeme = u.lexeme) AS bm25
+                 WHERE kb_id = $1 AND {} {WHERE_FILTERS} AND c.search_vector @@ $9::text::tsquery
+                 ORDER BY rank DESC, id LIMIT $13",
                 tenant_clause(base)
             );
             let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, filters);
-            rows.extend(client.query(&sql, &[p1, p2, p3, p4, p5, p6, p7, p8, &wanted, &depth, &excluded]).await?);
+            rows.extend(
+                client
+                    .query(&sql, &[p1, p2, p3, p4, p5, p6, p7, p8, &tsquery, &lexemes, &idfs, &average_length, &depth])
+                    .await?,
+            );
         }
         rows.sort_by(|a, b| {
             b.get::<_, f64>("rank").total_cmp(&a.get::<_, f64>("rank")).then(a.get::<_, Uuid>("id").cmp(&b.get("id")))
@@ -182,6 +229,38 @@ impl Db {
             .await?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
+}
+
+/// BM25's term-frequency saturation and length normalisation, at the values Lucene and
+/// Elasticsearch ship.
+const BM25_K1: f64 = 1.2;
+const BM25_B: f64 = 0.75;
+
+/// A lexeme in a `tsquery`'s text form: quoted, a quote inside doubled.
+const QUOTED_LEXEME: &str = "'((?:[^']|'')*)'";
+
+/// BM25's inverse document frequency of a word held by `holding` of `chunks` chunks, in
+/// Lucene's form (never negative, so a common word still counts a little).
+pub fn bm25_idf(chunks: f64, holding: f64) -> f64 {
+    (1.0 + (chunks - holding + 0.5) / (holding + 0.5)).ln()
+}
+
+/// The text search configuration `collection`'s table reads words with (the comment of
+/// its `search_vector` column), or `None` when there is no such vector table.
+pub(crate) async fn text_search_language(
+    client: &impl deadpool_postgres::GenericClient,
+    collection: &str,
+) -> Result<Option<String>, tokio_postgres::Error> {
+    let row = client
+        .query_opt(
+            "SELECT coalesce(col_description(c.oid, a.attnum), 'english') FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema() \
+             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'search_vector' \
+             WHERE c.relname = $1 AND obj_description(c.oid, 'pg_class') = $2",
+            &[&vector_table(collection), &crate::vectors::VECTOR_TABLE_COMMENT],
+        )
+        .await?;
+    Ok(row.map(|r| r.get(0)))
 }
 
 /// A keyword query's wanted part and its excluded words (`-word` outside quotes), so the

@@ -45,12 +45,13 @@ impl Db {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         tx.execute(NAME_LOCK_SQL, &[&name]).await?;
-        create_unless_present(&tx, name, dim).await?;
+        create_unless_present(&tx, name, dim, collection::DEFAULT_TEXT_SEARCH_LANGUAGE).await?;
         tx.commit().await?;
         Ok(())
     }
 
-    /// `ensure_vector_table` for a write filed under base `kb_id`: under the name's lock,
+    /// `ensure_vector_table` for a write filed under base `kb_id`, with the base's text
+    /// search configuration (`language`) for a table made now: under the name's lock,
     /// the table is created only while the base still exists and no teardown has reserved
     /// the name — a write that lost the race to a delete must not bring back the table the
     /// teardown drops. `Some(outcome)` says why nothing may be written.
@@ -59,6 +60,7 @@ impl Db {
         kb_id: uuid::Uuid,
         name: &str,
         dim: i32,
+        language: &str,
     ) -> Result<Option<crate::WriteOutcome>, VectorTableError> {
         self.validate_table(name, dim).await?;
         let mut client = self.client().await?;
@@ -70,7 +72,7 @@ impl Db {
         if crate::collections::teardown_reserved(&tx, name).await? {
             return Ok(Some(crate::WriteOutcome::Reserved));
         }
-        create_unless_present(&tx, name, dim).await?;
+        create_unless_present(&tx, name, dim, language).await?;
         tx.commit().await?;
         Ok(None)
     }
@@ -123,6 +125,7 @@ async fn create_unless_present(
     tx: &deadpool_postgres::Transaction<'_>,
     name: &str,
     dim: i32,
+    language: &str,
 ) -> Result<(), VectorTableError> {
     match vector_width(tx, name).await? {
         Some(existing) if existing == dim => Ok(()),
@@ -130,7 +133,8 @@ async fn create_unless_present(
         // The table's shape lives in the owner's function (migration 7): the application's
         // login may create nothing else.
         None => {
-            tx.execute("SELECT sluice_create_vector_table($1, $2)", &[&name, &dim]).await?;
+            tx.execute("SELECT sluice_create_vector_table($1, $2, $3::text::regconfig)", &[&name, &dim, &language])
+                .await?;
             Ok(())
         }
     }
