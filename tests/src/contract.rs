@@ -116,14 +116,27 @@ impl Contract {
 
 /// The deployment template's HTTP routes, as `METHOD /path`.
 pub fn template_routes() -> Vec<String> {
+    template_routes_by_function().into_iter().map(|(_, route)| route).collect()
+}
+
+/// The deployment template's HTTP routes with the function each reaches (its logical id,
+/// as `SearchFunction`).
+pub fn template_routes_by_function() -> Vec<(String, String)> {
     let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).expect("template");
     let mut routes = Vec::new();
-    let mut method = None;
-    for line in template.lines().map(str::trim) {
+    let (mut function, mut method) = (String::new(), None);
+    for line in template.lines() {
+        // A resource is a key indented by two spaces.
+        if let Some(key) = line.strip_prefix("  ").and_then(|l| l.strip_suffix(':'))
+            && !key.starts_with(' ')
+        {
+            function = key.to_owned();
+        }
+        let line = line.trim();
         if let Some(m) = line.strip_prefix("Method: ") {
             method = Some(m.to_owned());
         } else if let (Some(path), Some(m)) = (line.strip_prefix("Path: /api/v1/"), method.take()) {
-            routes.push(format!("{m} /api/v1/{path}"));
+            routes.push((function.clone(), format!("{m} /api/v1/{path}")));
         }
     }
     routes

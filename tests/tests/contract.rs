@@ -1,22 +1,27 @@
-//! `docs/openapi.yaml` against what serves and what deploys: the routes the `upload` and
-//! `knowledge` routers answer (their route tables, which the routers are held to in their
+//! `docs/openapi.yaml` against what serves and what deploys: the routes the `upload`,
+//! `knowledge` and `search` routers answer (their route tables, which the routers are held to in their
 //! own unit tests) and the routes `template.yaml` gives API Gateway are exactly the
 //! contract's operations, no route missing on either side; every operation is secured by
 //! the bearer scheme and answers in a schema that compiles. The end-to-end tests check each
 //! JSON answer they receive against it (`Stack::call_json`).
 
-use sluice_e2e::contract::{contract, template_routes};
+use sluice_e2e::contract::{contract, template_routes, template_routes_by_function};
 use std::collections::BTreeSet;
 
 #[test]
 fn the_contract_the_routers_and_the_template_name_the_same_routes() {
     let documented = contract().routes();
+    let routers: [(&str, &[&str]); 3] = [
+        ("UploadFunction", sluice_upload::ROUTES),
+        ("KnowledgeFunction", sluice_knowledge::ROUTES),
+        ("SearchFunction", sluice_knowledge::search::ROUTES),
+    ];
     let served: BTreeSet<String> =
-        sluice_upload::ROUTES.iter().chain(sluice_knowledge::ROUTES).map(|r| (*r).to_owned()).collect();
+        routers.iter().flat_map(|(_, routes)| routes.iter()).map(|r| (*r).to_owned()).collect();
     let deployed: BTreeSet<String> = template_routes().into_iter().collect();
     assert_eq!(
         served.len(),
-        sluice_upload::ROUTES.len() + sluice_knowledge::ROUTES.len(),
+        routers.iter().map(|(_, routes)| routes.len()).sum::<usize>(),
         "no route is served by two functions"
     );
     let missing =
@@ -25,6 +30,14 @@ fn the_contract_the_routers_and_the_template_name_the_same_routes() {
     assert_eq!(missing(&documented, &served), Vec::<String>::new(), "in docs/openapi.yaml but served by no router");
     assert_eq!(missing(&deployed, &documented), Vec::<String>::new(), "deployed but not in docs/openapi.yaml");
     assert_eq!(missing(&documented, &deployed), Vec::<String>::new(), "in docs/openapi.yaml but not deployed");
+    // Each route reaches, in the template, the function whose router serves it.
+    let by_function = template_routes_by_function();
+    for (function, routes) in routers {
+        let given: BTreeSet<String> =
+            by_function.iter().filter(|(f, _)| f == function).map(|(_, route)| route.clone()).collect();
+        let served: BTreeSet<String> = routes.iter().map(|r| (*r).to_owned()).collect();
+        assert_eq!(given, served, "{function}: the template's routes are not its router's");
+    }
 }
 
 #[test]

@@ -57,6 +57,7 @@ async fn door_without_database(stack: &Stack) -> String {
     let door = sluice_local::door::Door {
         body_cap_bytes: config.request_body_cap_bytes(),
         knowledge: sluice_knowledge::State::new(config.clone(), db.clone(), &stack.sdk),
+        search: sluice_knowledge::State::new(config.clone(), db.clone(), &stack.sdk),
         upload: sluice_upload::AppState::new(config, db, blob, extractor, stack.sqs.clone()),
         authorizer: issuer.authorizer(),
         issuer,

@@ -1,6 +1,8 @@
 //! The `knowledge` function: knowledge bases, collections, credentials, keyless embedding
 //! services and the embedding catalog. Every answer about a base goes through the one
-//! access decision in `sluice_domain::access`.
+//! access decision in `sluice_domain::access`. Search (`search::handle`) is served by a
+//! function of its own, `search`, from this crate: the hot path holds the model for query
+//! embeddings and scales on its own; a management call never pays for the model.
 
 mod bases;
 mod collections;
@@ -9,7 +11,7 @@ mod endpoints;
 mod error;
 mod fields;
 mod reindex;
-mod search;
+pub mod search;
 mod secrets;
 mod sources;
 pub use sources::{MAX_EVENT_SOURCES_PER_BUCKET, MAX_SOURCES_PER_BASE};
@@ -55,10 +57,14 @@ impl State {
         }
     }
 
-    pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+    /// The state at a cold start. `with_model`: the in-process model must be at hand (the
+    /// search function embeds queries with it; the knowledge function never embeds).
+    pub async fn from_env(with_model: bool) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
         sluice_embed::network::NetworkPolicy::from_env()?;
-        sluice_embed::in_process::ensure_available()?;
+        if with_model {
+            sluice_embed::in_process::ensure_available()?;
+        }
         let sdk = sluice_blob::sdk_config().await;
         Ok(Self::new(config, Db::from_env(&sdk, 4).await?, &sdk))
     }
@@ -86,8 +92,6 @@ enum Route {
     CreateCollection(String),
     DropCollection(String),
     CollectionInfo(String),
-    FilterValues(String),
-    Search,
     CreateSecret,
     ListSecrets,
     DeleteSecret(Uuid),
@@ -107,7 +111,8 @@ enum Route {
     AllSyncLogs,
 }
 
-/// Every route this function serves: its router answers nothing else, and the test in
+/// Every route this function serves (search's are `search::ROUTES`): its router answers
+/// nothing else, and the test in
 /// `tests/tests/contract.rs` holds the table against `docs/openapi.yaml` and the template.
 pub const ROUTES: &[&str] = &[
     "GET /api/v1/rag/embedding-models",
@@ -134,8 +139,6 @@ pub const ROUTES: &[&str] = &[
     "POST /api/v1/rag/collections/{name}",
     "DELETE /api/v1/rag/collections/{name}",
     "GET /api/v1/rag/collections/{name}/info",
-    "GET /api/v1/rag/collections/{name}/filter-values",
-    "POST /api/v1/rag/search",
     "POST /api/v1/secrets",
     "GET /api/v1/secrets",
     "DELETE /api/v1/secrets/{secret_id}",
@@ -182,8 +185,6 @@ fn route(method: &str, path: &str) -> Option<Route> {
         ("POST", ["rag", "collections", name]) => Route::CreateCollection((*name).to_owned()),
         ("DELETE", ["rag", "collections", name]) => Route::DropCollection((*name).to_owned()),
         ("GET", ["rag", "collections", name, "info"]) => Route::CollectionInfo((*name).to_owned()),
-        ("GET", ["rag", "collections", name, "filter-values"]) => Route::FilterValues((*name).to_owned()),
-        ("POST", ["rag", "search"]) => Route::Search,
         ("POST", ["secrets"]) => Route::CreateSecret,
         ("GET", ["secrets"]) => Route::ListSecrets,
         ("DELETE", ["secrets", id]) => Uuid::parse_str(id).map_or(Route::NoSuchSecret, Route::DeleteSecret),
@@ -216,8 +217,6 @@ pub async fn handle(state: &State, request: Request) -> Response<Body> {
             Route::CreateCollection(name) => collections::create(state, &caller, &name, &request).await,
             Route::DropCollection(name) => collections::drop(state, &caller, &name).await,
             Route::CollectionInfo(name) => collections::info(state, &caller, &name).await,
-            Route::FilterValues(name) => search::filter_values(state, &caller, &name).await,
-            Route::Search => search::search(state, &caller, &request).await,
             Route::CreateSecret => secrets::create(state, &caller, &request).await,
             Route::ListSecrets => secrets::list(state, &caller).await,
             Route::DeleteSecret(id) => secrets::delete(state, &caller, id).await,

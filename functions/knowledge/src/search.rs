@@ -1,4 +1,5 @@
-//! `POST /rag/search` and `GET /rag/collections/{name}/filter-values`. Every collection a
+//! The search function: `POST /rag/search` and `GET /rag/collections/{name}/filter-values`
+//! (its own Lambda, served from this crate by `handle`). Every collection a
 //! search names is resolved through the access decision before the first vector is read;
 //! one the caller cannot reach refuses the whole search with exactly the answer a missing
 //! one gets. The scope (bases and their tenants) comes from the resolved rows, never from
@@ -23,6 +24,27 @@ use sluice_store::{Hit, KnowledgeBase, ScopeBase, SearchFilters};
 use sluice_web::json_response;
 use std::collections::BTreeMap;
 use uuid::Uuid;
+
+/// Every route the search function serves: its router answers nothing else (the knowledge
+/// function's are `crate::ROUTES`).
+pub const ROUTES: &[&str] = &["POST /api/v1/rag/search", "GET /api/v1/rag/collections/{name}/filter-values"];
+
+/// Serves one API Gateway request to the search function.
+pub async fn handle(state: &State, request: Request) -> Response<Body> {
+    let result = async {
+        let caller = sluice_web::caller(&request).map_err(|_| KnowledgeError::Unauthorized)?;
+        let (method, path) = (request.method().as_str(), request.uri().path());
+        match sluice_web::route_template(ROUTES, method, path).ok_or(KnowledgeError::NoRoute)? {
+            "POST /api/v1/rag/search" => search(state, &caller, &request).await,
+            _ => {
+                let name = path.trim_end_matches('/').rsplit('/').nth(1).unwrap_or_default();
+                filter_values(state, &caller, name).await
+            }
+        }
+    }
+    .await;
+    result.unwrap_or_else(|error| error.into_api_error().into_response())
+}
 
 pub const DEFAULT_TOP_K: i64 = 5;
 pub const MAX_TOP_K: i64 = 100;
@@ -166,15 +188,37 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// The mode a name says: `hybrid`, `vector` or `keyword`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "hybrid" => Some(Self::Hybrid),
+            "vector" => Some(Self::Vector),
+            "keyword" => Some(Self::Keyword),
+            _ => None,
+        }
+    }
+
     fn parse(body: &Map<String, Value>) -> Result<Self, KnowledgeError> {
         match body.get("mode") {
             None | Some(Value::Null) => Ok(Self::Hybrid),
-            Some(Value::String(mode)) if mode == "hybrid" => Ok(Self::Hybrid),
-            Some(Value::String(mode)) if mode == "vector" => Ok(Self::Vector),
-            Some(Value::String(mode)) if mode == "keyword" => Ok(Self::Keyword),
-            Some(_) => Err(invalid("mode", "mode is hybrid (the default), vector or keyword")),
+            Some(Value::String(mode)) => Self::from_name(mode).ok_or_else(mode_refused),
+            Some(_) => Err(mode_refused()),
         }
     }
+}
+
+fn mode_refused() -> KnowledgeError {
+    invalid("mode", "mode is hybrid (the default), vector or keyword")
+}
+
+/// What a search asks, once read and checked.
+#[derive(Debug, Clone)]
+pub struct Query {
+    pub text: String,
+    pub mode: Mode,
+    pub top_k: i64,
+    pub filters: SearchFilters,
+    pub explain: bool,
 }
 
 /// One leg's place for a chunk: its rank (1-based) and the leg's own score.
@@ -219,13 +263,17 @@ pub fn fuse(vector: Vec<Hit>, keyword: Vec<Hit>, k: u32) -> Vec<Fused> {
             entry.fused += 1.0 / (f64::from(k) + place.rank as f64);
         }
     }
-    fused.sort_by(|a, b| {
-        b.fused
-            .total_cmp(&a.fused)
-            .then(b.keyword.is_some().cmp(&a.keyword.is_some()))
-            .then(a.hit.chunk_id.cmp(&b.hit.chunk_id))
-    });
+    fused.sort_by(|a, b| best_first(a, b, |f| f.fused));
     fused
+}
+
+/// The order of hits by `score`, best first; a tie broken as the fusion breaks it: the
+/// chunk the keyword leg found (it holds the query's own words), then the smaller id.
+fn best_first(a: &Fused, b: &Fused, score: impl Fn(&Fused) -> f64) -> std::cmp::Ordering {
+    score(b)
+        .total_cmp(&score(a))
+        .then(b.keyword.is_some().cmp(&a.keyword.is_some()))
+        .then(a.hit.chunk_id.cmp(&b.hit.chunk_id))
 }
 
 /// `POST /rag/search` `{query, collections, top_k?, filters?, filter?, mode?, explain?}`; an
@@ -255,6 +303,7 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
             .ok_or_else(|| invalid("top_k", format!("top_k must be 1 to {MAX_TOP_K}")))?,
     };
     let filters = parse_filters(&body)?;
+    let query = Query { text: query, mode, top_k, filters, explain };
 
     // Every base the search reads, resolved before any vector is.
     let mut bases: Vec<KnowledgeBase> = Vec::new();
@@ -293,6 +342,19 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
     if bases.is_empty() {
         return Err(invalid("collections", "name at least one collection"));
     }
+    let results = search_bases(state, bases, &query).await?;
+    Ok(json_response(200, &json!({ "results": results })))
+}
+
+/// The search of `bases` (already resolved for the caller: nothing here decides access):
+/// each hit as `/rag/search` answers it, best first.
+pub async fn search_bases(
+    state: &State,
+    bases: Vec<KnowledgeBase>,
+    query: &Query,
+) -> Result<Vec<Value>, KnowledgeError> {
+    let Query { text: query, mode, top_k, filters, explain } = query;
+    let (mode, top_k, explain) = (*mode, *top_k, *explain);
     // One query per collection name: bases sharing a name share its table and its model.
     let mut by_name: BTreeMap<String, Vec<KnowledgeBase>> = BTreeMap::new();
     for base in bases {
@@ -309,9 +371,9 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
         // A keyword search never pays for an embedding.
         let keyword = match mode {
             Mode::Vector => Vec::new(),
-            Mode::Keyword => state.db.search_keyword(name, &scope, &filters, &query, top_k).await?,
+            Mode::Keyword => state.db.search_keyword(name, &scope, filters, query, top_k).await?,
             Mode::Hybrid => {
-                state.db.search_keyword(name, &scope, &filters, &query, settings.keyword_depth.max(top_k)).await?
+                state.db.search_keyword(name, &scope, filters, query, settings.keyword_depth.max(top_k)).await?
             }
         };
         if mode == Mode::Keyword {
@@ -325,7 +387,7 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
         let provider = &group[0].embedding_provider;
         let remaining = deadline.saturating_duration_since(std::time::Instant::now());
         let embedded =
-            tokio::time::timeout(remaining, embed(&state.http, &target, std::slice::from_ref(&query), SEARCH_RETRY));
+            tokio::time::timeout(remaining, embed(&state.http, &target, std::slice::from_ref(query), SEARCH_RETRY));
         let vector = match embedded.await {
             Ok(Ok(mut vectors)) => vectors.remove(0),
             Err(_) => return Err(provider_busy(provider, name, "did not embed the query in time", None)),
@@ -349,7 +411,7 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
             }
         };
         let depth = if mode == Mode::Vector { top_k } else { settings.vector_depth.max(top_k) };
-        let vector = state.db.search_chunks(name, &scope, &filters, &vector, depth).await?;
+        let vector = state.db.search_chunks(name, &scope, filters, &vector, depth).await?;
         hits.extend(fuse(vector, keyword, settings.rrf_k).into_iter().map(|f| (name.clone(), f)));
     }
     // A single leg's own score orders it (comparable across collections of one leg); a
@@ -358,13 +420,7 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
         Mode::Hybrid => f.fused,
         Mode::Vector | Mode::Keyword => f.hit.score,
     };
-    // Ties as `fuse` breaks them: the chunk holding the query's words first, then by id.
-    hits.sort_by(|a, b| {
-        order(&b.1)
-            .total_cmp(&order(&a.1))
-            .then(b.1.keyword.is_some().cmp(&a.1.keyword.is_some()))
-            .then(a.1.hit.chunk_id.cmp(&b.1.hit.chunk_id))
-    });
+    hits.sort_by(|a, b| best_first(&a.1, &b.1, order));
     hits.truncate(usize::try_from(top_k).unwrap_or(usize::MAX));
     let results: Vec<Value> = hits
         .into_iter()
@@ -400,7 +456,7 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
             result
         })
         .collect();
-    Ok(json_response(200, &json!({ "results": results })))
+    Ok(results)
 }
 
 fn key_service(error: sluice_embed::credentials::ResolveError) -> KnowledgeError {

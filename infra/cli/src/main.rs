@@ -21,12 +21,15 @@
 //!   API starts, hands the files to fetch to the deployment's parse queue, and shows a
 //!   progress bar (files listed, skipped, ingested, failed) until the last one finished; it
 //!   prints the run's log as JSON. Another run of the source still going refuses it.
+//! - `sluice search --knowledge-base ID "query" [--mode hybrid|vector|keyword] [--explain]
+//!   [--top-k N]` searches one base as `POST /rag/search` does and prints its answer.
 //! - `sluice migrate` is the deploy's migrate step: with the administrator's login
 //!   (`SLUICE_DB_ADMIN_SECRET_ID`) it applies the migrations and creates or updates the
 //!   application login (`SLUICE_DB_SECRET_ID`); it prints what it applied as JSON.
 
 mod ingest;
 mod reindex;
+mod search;
 mod sync;
 
 use clap::{Parser, Subcommand};
@@ -105,6 +108,23 @@ enum Command {
         #[arg(long)]
         confirm_removals: bool,
     },
+    /// Search one knowledge base as POST /rag/search does, and print the hits as JSON.
+    Search {
+        /// The knowledge base.
+        #[arg(long = "knowledge-base")]
+        knowledge_base: Uuid,
+        /// What to look for.
+        query: String,
+        /// hybrid (default), vector or keyword.
+        #[arg(long, default_value = "hybrid", value_parser = parse_search_mode)]
+        mode: sluice_knowledge::search::Mode,
+        /// Each hit's place in each leg and its fused score.
+        #[arg(long)]
+        explain: bool,
+        /// How many hits (1 to 100).
+        #[arg(long = "top-k", default_value_t = 5, value_parser = clap::value_parser!(i64).range(1..=100))]
+        top_k: i64,
+    },
     /// Tear down a collection name: its base's teardown, or everything under a name no base holds.
     RagDrop {
         /// The collection name.
@@ -117,6 +137,10 @@ enum Command {
 
 fn parse_mode(value: &str) -> Result<sluice_domain::sync::SyncMode, String> {
     sluice_domain::sync::SyncMode::parse(value).ok_or_else(|| "new_only, update_only or full".to_owned())
+}
+
+fn parse_search_mode(value: &str) -> Result<sluice_knowledge::search::Mode, String> {
+    sluice_knowledge::search::Mode::from_name(value).ok_or_else(|| "hybrid, vector or keyword".to_owned())
 }
 
 fn main() -> ExitCode {
@@ -153,6 +177,9 @@ async fn run() -> ExitCode {
         }
         Command::Sync { source_id, confirm_removals } => sync::run(source_id, confirm_removals).await,
         Command::Reindex { knowledge_base } => reindex::run(knowledge_base).await,
+        Command::Search { knowledge_base, query, mode, explain, top_k } => {
+            search::run(knowledge_base, query, mode, explain, top_k).await
+        }
     }
 }
 

@@ -20,6 +20,8 @@ use tokio::net::TcpListener;
 pub struct Door {
     pub upload: sluice_upload::AppState,
     pub knowledge: sluice_knowledge::State,
+    /// The search function's state (in AWS its own function, with the model).
+    pub search: sluice_knowledge::State,
     /// The local identity provider, whose discovery document and keys the door serves, and
     /// whose tokens its authorizer accepts.
     pub issuer: crate::jwt::LocalIssuer,
@@ -35,9 +37,13 @@ pub struct Door {
 enum Function {
     Upload,
     Knowledge,
+    Search,
 }
 
 fn function_for(method: &str, path: &str) -> Option<Function> {
+    if sluice_web::route_template(sluice_knowledge::search::ROUTES, method, path).is_some() {
+        return Some(Function::Search);
+    }
     let rest = path.strip_prefix("/api/v1/")?;
     let segments: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
     match (method, segments.as_slice()) {
@@ -179,6 +185,7 @@ impl Door {
         let response = match function {
             Function::Upload => sluice_upload::handle(&self.upload, lambda_request).await,
             Function::Knowledge => sluice_knowledge::handle(&self.knowledge, lambda_request).await,
+            Function::Search => sluice_knowledge::search::handle(&self.search, lambda_request).await,
         };
         into_hyper(response)
     }
@@ -274,6 +281,9 @@ mod tests {
         assert_eq!(function_for("POST", "/api/v1/rag/collections/c/ingest"), Some(Function::Upload));
         assert_eq!(function_for("GET", "/api/v1/rag/collections/c/info"), Some(Function::Knowledge));
         assert_eq!(function_for("GET", "/api/v1/rag/supported-formats"), Some(Function::Upload));
+        assert_eq!(function_for("POST", "/api/v1/rag/search"), Some(Function::Search));
+        assert_eq!(function_for("GET", "/api/v1/rag/search"), Some(Function::Knowledge));
+        assert_eq!(function_for("GET", "/api/v1/rag/collections/c/filter-values"), Some(Function::Search));
         assert_eq!(function_for("GET", "/api/v1/elsewhere"), None);
         assert_eq!(function_for("GET", "/files"), None);
     }

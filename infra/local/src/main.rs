@@ -120,11 +120,14 @@ async fn serve() -> Result<(), Error> {
             }
         }
     });
-    let knowledge = sluice_knowledge::State::new(config.clone(), vector_db, &sdk);
+    let knowledge = sluice_knowledge::State::new(config.clone(), vector_db.clone(), &sdk);
+    // The search function's own state, over the same login (the template gives it the same).
+    let search = sluice_knowledge::State::new(config.clone(), vector_db, &sdk);
     let issuer = sluice_local::jwt::LocalIssuer::from_env()?;
     let door = sluice_local::door::Door {
         body_cap_bytes: config.request_body_cap_bytes(),
         knowledge,
+        search,
         upload: sluice_upload::AppState::new(config, db, blob, extractor, sqs),
         authorizer: issuer.authorizer(),
         issuer,

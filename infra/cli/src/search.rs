@@ -1,0 +1,37 @@
+//! `sluice search --knowledge-base ID "query" [--mode MODE] [--explain] [--top-k N]`: the
+//! search `/rag/search` runs, over one base, as an operator (no caller's token: the base is
+//! named, so no access decision is made). It prints the hits as the route answers them,
+//! `explain` included, so a team can see why a passage came back without a token.
+
+use sluice_knowledge::search::{Mode, Query, search_bases};
+use std::process::ExitCode;
+use uuid::Uuid;
+
+pub async fn run(kb_id: Uuid, text: String, mode: Mode, explain: bool, top_k: i64) -> ExitCode {
+    let fail = |error: String| {
+        eprintln!("{}", serde_json::json!({ "error": error }));
+        ExitCode::FAILURE
+    };
+    if let Err(error) = sluice_embed::network::NetworkPolicy::from_env() {
+        return fail(error.to_string());
+    }
+    let sdk = sluice_blob::sdk_config().await;
+    let (config, db) = match crate::sync::operator(&sdk).await {
+        Ok(operator) => operator,
+        Err(error) => return fail(error),
+    };
+    let base = match db.knowledge_base(kb_id, Uuid::nil()).await {
+        Ok(Some(held)) => held.base,
+        Ok(None) => return fail(format!("no knowledge base {kb_id}")),
+        Err(error) => return fail(format!("database: {error}")),
+    };
+    let state = sluice_knowledge::State::new(config, db, &sdk);
+    let query = Query { text, mode, top_k, filters: Default::default(), explain };
+    match search_bases(&state, vec![base], &query).await {
+        Ok(results) => {
+            println!("{}", serde_json::json!({ "results": results }));
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(error.to_string()),
+    }
+}
