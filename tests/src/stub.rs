@@ -146,6 +146,20 @@ impl StubProvider {
             .sum()
     }
 
+    /// Every text it was asked to embed, in order.
+    pub fn input_texts(&self) -> Vec<String> {
+        let bodies = self.bodies.lock().expect("bodies");
+        bodies
+            .iter()
+            .filter_map(|body| serde_json::from_str::<serde_json::Value>(body).ok())
+            .flat_map(|request| match &request["input"] {
+                serde_json::Value::Array(items) => items.iter().filter_map(|i| i.as_str().map(str::to_owned)).collect(),
+                serde_json::Value::String(one) => vec![one.clone()],
+                _ => Vec::new(),
+            })
+            .collect()
+    }
+
     pub fn authorizations(&self) -> Vec<String> {
         self.authorizations.lock().expect("auth").clone()
     }

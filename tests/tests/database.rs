@@ -363,3 +363,65 @@ async fn the_migrate_function_answers_cloudformation() {
     assert_eq!(body["PhysicalResourceId"], sluice_migrate::PHYSICAL_ID);
     assert_eq!(body["LogicalResourceId"], "SchemaMigration");
 }
+
+#[tokio::test]
+async fn an_upgrade_to_bm25_counts_an_existing_collection_and_indexes_its_context_from_then_on() {
+    let stack = Stack::from_env().await;
+    let target = fresh_database(&stack).await;
+    let admin = Db::open(&target, &stack.admin_login, 1).expect("pool");
+    // The schema of the release before: a collection with chunks and no statistics.
+    assert_eq!(admin.migrate_schema_to(17).await.expect("schema 17"), (1..=17).collect::<Vec<_>>());
+    let client = admin_client(&stack, &target).await;
+    client.execute("SELECT sluice_create_vector_table('old', 3)", &[]).await.expect("a schema-17 table");
+    let kb = Uuid::new_v4();
+    for text in ["pump seal kit", "pump pump valve"] {
+        client
+            .execute(
+                "INSERT INTO rag_old (id, kb_id, document_id, chunk_index, content, embedding) \
+                 VALUES (gen_random_uuid(), $1, gen_random_uuid(), 0, $2, '[1,0,0]')",
+                &[&kb, &text],
+            )
+            .await
+            .expect("chunk");
+    }
+    let upgraded = admin.migrate_deploy(&stack.app_login, &stack.vector_login).await.expect("upgrade");
+    assert_eq!(upgraded.applied, (18..=SCHEMA_VERSION).collect::<Vec<_>>());
+
+    let counted = |lexeme: &'static str| {
+        let client = &client;
+        async move {
+            let row = client
+                .query_one(
+                    "SELECT coalesce(sum(chunks), 0)::int8, coalesce(sum(occurrences), 0)::int8 FROM \"rag_old$terms\" \
+                     WHERE kb_id = $1 AND lexeme = $2",
+                    &[&kb, &lexeme],
+                )
+                .await
+                .expect("statistics");
+            (row.get::<_, i64>(0), row.get::<_, i64>(1))
+        }
+    };
+    assert_eq!(counted("").await, (2, 6), "the base's totals: two chunks, six words");
+    assert_eq!(counted("pump").await, (2, 3));
+    // From then on a chunk's context is indexed with it, and counted by the triggers.
+    client
+        .execute(
+            "INSERT INTO rag_old (id, kb_id, document_id, chunk_index, content, context, embedding) \
+             VALUES (gen_random_uuid(), $1, gen_random_uuid(), 0, 'gasket', 'Centrifugal manual', '[1,0,0]')",
+            &[&kb],
+        )
+        .await
+        .expect("a chunk with context");
+    assert_eq!(counted("centrifug").await, (1, 1));
+    assert_eq!(counted("").await, (3, 9));
+    let language: String = client
+        .query_one(
+            "SELECT col_description('rag_old'::regclass, attnum) FROM pg_attribute \
+                    WHERE attrelid = 'rag_old'::regclass AND attname = 'search_vector'",
+            &[],
+        )
+        .await
+        .expect("comment")
+        .get(0);
+    assert_eq!(language, "english");
+}

@@ -46,8 +46,9 @@ async fn a_cached_vector_serves_only_the_target_that_made_it() {
     let paid = first.inputs();
     assert!(paid >= 1, "the first endpoint embedded the text");
 
-    // The same text again in the same base: the cache serves it.
-    stack.upload_document(&user, &org_base, "payroll-copy.md", text.as_bytes()).await;
+    // The same text again in the same base (a second document of the same title, so the
+    // same context is embedded with it): the cache serves it.
+    stack.upload_document(&user, &org_base, "payroll.md", text.as_bytes()).await;
     stack.indexed(&user, &org_base).await;
     assert_eq!(first.inputs(), paid, "an unchanged text through the same target is never paid twice");
 

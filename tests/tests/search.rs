@@ -581,3 +581,77 @@ async fn a_base_reads_its_words_with_the_text_search_language_it_was_made_with()
         stack.call_json(&user, Method::PATCH, &path, Some(json!({"text_search_language": "simple"}))).await;
     assert_eq!((status, kept["text_search_language"].as_str()), (200, Some("simple")), "{kept}");
 }
+
+#[tokio::test]
+async fn a_chunk_is_embedded_and_found_by_its_title_and_headings_and_a_reindex_pays_only_for_a_new_context() {
+    let stack = Stack::from_env().await;
+    let stub = sluice_e2e::stub::StubProvider::start(vec![sluice_e2e::stub::StubProvider::sized()], 384).await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let service = json!({"name": format!("stub {}", Uuid::new_v4()), "provider": "local",
+        "base_url": stub.base_url, "scope": "org"});
+    let (status, endpoint) = stack.call_json(&user, Method::POST, "/embedding-endpoints", Some(service)).await;
+    assert_eq!(status, 201, "{endpoint}");
+    let body = json!({"name": "Manuals", "scope": "org", "embedding_provider": "local",
+        "embedding_model": "all-minilm-l6-v2", "embedding_endpoint_id": endpoint["id"],
+        "ingestion_config": {"chunk_size": 120, "chunk_overlap": 0, "chunking_strategy": "markdown"}});
+    let (status, base) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
+    assert_eq!(status, 201, "{base}");
+    let kb = base["id"].as_str().expect("id").to_owned();
+    let text = "# Maintenance\nRoutine work on the pump, part by part.\n## Seals\nThey wear with every start; check them for weeping at the shaft.\n\n\
+                Replace them every spring, before the irrigation season starts in earnest.\n\n\
+                Order spares a month ahead: the supplier takes three weeks to ship them.\n";
+    stack.upload_document(&user, &kb, "Centrifugal Pump.md", text.as_bytes()).await;
+    stack.indexed(&user, &kb).await;
+
+    // What was embedded: the title, the heading path, then the chunk.
+    let embedded = stub.input_texts();
+    assert!(embedded.len() >= 4, "{embedded:?}");
+    assert!(embedded[0].starts_with("Centrifugal Pump\nMaintenance\n\n# Maintenance"), "{embedded:?}");
+    for input in &embedded[1..] {
+        assert!(input.starts_with("Centrifugal Pump\nMaintenance > Seals\n\n"), "{input:?}");
+    }
+    let keyword = async |query: &str| {
+        let body = json!({"query": query, "knowledge_base_ids": [kb], "mode": "keyword", "top_k": 20});
+        let (status, found) = stack.call_json(&user, Method::POST, "/rag/search", Some(body)).await;
+        assert_eq!(status, 200, "{found}");
+        found["results"].as_array().expect("results").clone()
+    };
+    // Found by the title and the heading its own text never names; returned unchanged.
+    let by_title = keyword("centrifugal").await;
+    assert_eq!(by_title.len(), embedded.len(), "every chunk of the document: {by_title:?}");
+    let by_heading = keyword("seals").await;
+    assert_eq!(by_heading.len(), embedded.len() - 1, "the section's chunks: {by_heading:?}");
+    let unnamed = by_heading
+        .iter()
+        .find(|hit| !hit["content"].as_str().expect("content").contains("Seals"))
+        .expect("a chunk whose text never names its section");
+    assert_eq!(unnamed["metadata"]["heading"], json!(["Maintenance", "Seals"]), "{unnamed}");
+    assert!(by_title.iter().all(|hit| !hit["content"].as_str().expect("content").contains("Centrifugal")));
+
+    let reindexed = async || {
+        let (status, started) = stack.call_json(&user, Method::POST, &format!("/kb/{kb}/reindex"), None).await;
+        assert_eq!(status, 202, "{started}");
+        let began = std::time::Instant::now();
+        loop {
+            let (_, ingestion) = stack.call_json(&user, Method::GET, &format!("/kb/{kb}/ingestion"), None).await;
+            if ingestion["reindexing"].is_null() && ingestion["indexing_status"] == "complete" {
+                break;
+            }
+            assert!(began.elapsed() < std::time::Duration::from_secs(60), "still re-indexing: {ingestion}");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    // An unchanged context embeds nothing; a new one embeds each chunk once.
+    let paid = stub.inputs();
+    reindexed().await;
+    assert_eq!(stub.inputs(), paid, "an unchanged re-index embedded again");
+    let patch = json!({"ingestion_config": {"chunk_context": "none"}});
+    let (status, patched) = stack.call_json(&user, Method::PATCH, &format!("/kb/{kb}"), Some(patch)).await;
+    assert_eq!(status, 200, "{patched}");
+    reindexed().await;
+    assert_eq!(stub.inputs(), paid + embedded.len(), "a new context embeds each chunk once");
+    assert!(stub.input_texts()[paid..].iter().all(|input| !input.contains("Centrifugal")));
+    assert_eq!(keyword("centrifugal").await, Vec::<Value>::new(), "no title indexed under chunk_context none");
+    reindexed().await;
+    assert_eq!(stub.inputs(), paid + embedded.len());
+}

@@ -200,15 +200,15 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
     let model = base.model();
     let config =
         IngestionConfig::from_stored(Some(&document.ingestion_config), model).unwrap_or_else(|_| base.chunking());
-    let chunks: Vec<_> = chunk(&text, &config).into_iter().filter(|c| !c.text.trim().is_empty()).collect();
+    let chunks = contextual_chunks(&text, &config, document);
     // Counted, never hidden: a chunk the model cuts is embedded by its start alone.
-    let truncated = model.map_or(0, |model| chunks.iter().filter(|c| !tokens::read_whole(model, &c.text)).count());
+    let truncated = model.map_or(0, |model| chunks.iter().filter(|c| !tokens::read_whole(model, &c.embedded)).count());
     if truncated > 0 {
         tracing::warn!(id = %document.id, truncated, chunks = chunks.len(), size = config.chunk_size,
             "chunks longer than the model reads whole; only their start is embedded");
     }
-    for oversize in chunks.iter().filter(|c| c.oversize) {
-        tracing::warn!(id = %document.id, chars = oversize.text.chars().count(), size = config.chunk_size,
+    for oversize in chunks.iter().filter(|c| c.chunk.oversize) {
+        tracing::warn!(id = %document.id, chars = oversize.chunk.text.chars().count(), size = config.chunk_size,
             "a piece with no separator left is over chunk_size; kept whole");
     }
     if chunks.len() > state.config.max_chunks_per_document {
@@ -231,14 +231,15 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
     let staged = state.db.staged_chunks(document.id).await?.min(chunks.len());
     for (n, batch) in chunks[staged..].chunks(EMBED_BATCH).enumerate() {
         let first = staged + n * EMBED_BATCH;
-        let hashes: Vec<String> = batch.iter().map(|c| cache.key(&c.text)).collect();
+        // Keyed by what is embedded: a chunk under a new title or heading is embedded anew.
+        let hashes: Vec<String> = batch.iter().map(|c| cache.key(&c.embedded)).collect();
         // Texts this target has embedded for this tenant before reuse their vectors; each
         // other text is embedded once.
         let mut vectors = state.db.cached_vectors(&base.collection_name, &hashes).await?;
         let mut missing: Vec<(&String, &String)> = Vec::new();
         for (piece, hash) in batch.iter().zip(&hashes) {
             if !vectors.contains_key(hash) && !missing.iter().any(|(h, _)| *h == hash) {
-                missing.push((hash, &piece.text));
+                missing.push((hash, &piece.embedded));
             }
         }
         if !missing.is_empty() {
@@ -255,11 +256,16 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
                     "the service answered too few vectors; retry it",
                 )));
             };
+            let mut metadata = chunk_metadata(piece.chunk.start, piece.chunk.end, document);
+            if !piece.heading.is_empty() {
+                metadata["heading"] = serde_json::json!(piece.heading);
+            }
             rows.push(ChunkRow {
                 chunk_index: i32::try_from(first + i).unwrap_or(i32::MAX),
-                content: piece.text.replace('\0', ""),
+                content: piece.chunk.text.replace('\0', ""),
+                context: piece.context.as_ref().map(|c| c.replace('\0', "")),
                 content_hash,
-                metadata: chunk_metadata(piece.start, piece.end, document),
+                metadata,
                 embedding,
             });
         }
@@ -296,6 +302,37 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
             Ok(())
         }
     }
+}
+
+/// A chunk with what it is indexed by besides its text (`chunk_context`).
+struct ContextualChunk {
+    chunk: sluice_chunk::Chunk,
+    /// The title and heading path, when the setting adds any.
+    context: Option<String>,
+    /// The headings the chunk sits under (its metadata's `heading`).
+    heading: Vec<String>,
+    /// What the model embeds: the context, a blank line, the text.
+    embedded: String,
+}
+
+/// The document's non-blank chunks under `config`, each with its context.
+fn contextual_chunks(text: &str, config: &IngestionConfig, document: &Document) -> Vec<ContextualChunk> {
+    use sluice_chunk::context::{Outline, chunk_context, heading_paths, path_at, title_from_filename};
+    let paths = heading_paths(text, Outline::of_filetype(&document.filetype));
+    let title = title_from_filename(&document.filename);
+    chunk(text, config)
+        .into_iter()
+        .filter(|c| !c.text.trim().is_empty())
+        .map(|chunk| {
+            let heading = path_at(&paths, chunk.start).to_vec();
+            let context = chunk_context(config.chunk_context, &title, &heading);
+            let embedded = match &context {
+                Some(context) => format!("{context}\n\n{}", chunk.text),
+                None => chunk.text.clone(),
+            };
+            ContextualChunk { chunk, context, heading, embedded }
+        })
+        .collect()
 }
 
 /// What a chunk text's cached vector is keyed by: the text and the embedding target that

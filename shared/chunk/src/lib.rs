@@ -12,6 +12,8 @@
 //! with no gap, so the text is the first chunk followed by each next chunk minus its
 //! overlap.
 
+pub mod context;
+
 use sluice_domain::ingestion::{ChunkingStrategy, IngestionConfig};
 
 /// One chunk: its text and where it lies in the document (byte offsets).

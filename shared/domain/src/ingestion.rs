@@ -1,5 +1,6 @@
 //! How a collection chunks and reads what it ingests (`knowledge_bases.ingestion_config`):
-//! chunking, and OCR of scanned pages and images (`auto_ocr`, `ocr_languages`, `ocr_dpi`,
+//! chunking (and what each chunk is indexed by besides its text, `chunk_context`), and OCR
+//! of scanned pages and images (`auto_ocr`, `ocr_languages`, `ocr_dpi`,
 //! `max_pages`); and the per-upload override merged onto it. One validation for both, so a refusal names the
 //! same fields whichever entry point refused: `ingestion_config.<setting>` for a setting
 //! of its own, `ingestion_config` for the pair rule (`chunk_overlap < chunk_size`).
@@ -34,6 +35,19 @@ pub enum ChunkingStrategy {
     Fixed,
 }
 
+/// What a chunk is embedded and keyword-indexed by besides its own text (its stored and
+/// returned text is unchanged): nothing, its document's title, or the title and the path of
+/// headings the chunk sits under. A passage that never names its subject ("it must be
+/// replaced every spring") is still found by the subject its document or section names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ChunkContext {
+    None,
+    Title,
+    #[default]
+    TitleAndHeadings,
+}
+
 /// A complete, valid ingestion configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IngestionConfig {
@@ -48,6 +62,8 @@ pub struct IngestionConfig {
     pub ocr_dpi: u32,
     /// The most pages read from one document; the rest are named as not read.
     pub max_pages: u32,
+    /// What each chunk is embedded and indexed by besides its text.
+    pub chunk_context: ChunkContext,
 }
 
 impl Default for IngestionConfig {
@@ -60,6 +76,7 @@ impl Default for IngestionConfig {
             ocr_languages: vec!["eng".to_owned()],
             ocr_dpi: DEFAULT_OCR_DPI,
             max_pages: DEFAULT_MAX_PAGES,
+            chunk_context: ChunkContext::default(),
         }
     }
 }
@@ -105,6 +122,10 @@ impl IngestionConfig {
                 "ocr_languages" => merged.ocr_languages = languages(value)?,
                 "ocr_dpi" => merged.ocr_dpi = whole_number(key, value)?,
                 "max_pages" => merged.max_pages = whole_number(key, value)?,
+                "chunk_context" => {
+                    merged.chunk_context = serde_json::from_value(value.clone())
+                        .map_err(|_| IngestionConfigError::one(key, "must be none, title or title_and_headings"))?;
+                }
                 other => return Err(IngestionConfigError::one(other, "is not an ingestion setting")),
             }
         }

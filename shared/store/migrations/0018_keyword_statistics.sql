@@ -7,7 +7,8 @@
 -- replacement, re-index, teardown, the sweep), so no writer can forget it. Search reads
 -- the statistics of the bases in its scope only: another tenant's words never weigh on a
 -- score. The tables' text search configuration becomes a parameter (`language`), recorded
--- as the comment of their `search_vector` column.
+-- as the comment of their `search_vector` column, and a chunk's context (its title and
+-- headings) is indexed with its content.
 
 -- Statement-level, with the changed rows as transition tables (`removed`, `added`): one
 -- aggregate per statement, not one per row. The totals row sorts first, so two writers of a
@@ -147,8 +148,10 @@ BEGIN
              source_path         text,
              filename            text,
              content_hash        text,
+             context             text,
              embedding           vector(%s) NOT NULL,
-             search_vector       tsvector GENERATED ALWAYS AS (to_tsvector(%L::regconfig, content)) STORED)',
+             search_vector       tsvector GENERATED ALWAYS AS
+                 (to_tsvector(%L::regconfig, coalesce(context || '' '', '''') || content)) STORED)',
         t, t || '$pkey', dim, language::text);
     EXECUTE format('COMMENT ON COLUMN %I.search_vector IS %L', t, language::text);
     EXECUTE format('CREATE INDEX %I ON %I USING hnsw (%s)', t || '$embedding', t, hnsw);
@@ -185,8 +188,13 @@ BEGIN
 END
 $fn$;
 
--- Existing vector tables: English (migration 17 made their column so), statistics counted
--- once from their rows under a lock that holds writers back for that count only.
+-- A chunk's context (`chunk_context`: its document's title and heading path) is staged with
+-- it and indexed before its content; the content stays what is stored and returned.
+ALTER TABLE rag_chunk_staging ADD COLUMN context text;
+
+-- Existing vector tables: their words are read as English (migration 17 made them so),
+-- with the context before the content (the column is computed again, once, for every row:
+-- a rewrite of the table, as migration 17's was), and their statistics counted once.
 DO $statistics$
 DECLARE
     tbl record;
@@ -196,7 +204,12 @@ BEGIN
         WHERE n.nspname = current_schema() AND c.relkind = 'r'
           AND obj_description(c.oid, 'pg_class') = 'sluice:vector-table'
     LOOP
-        EXECUTE format('LOCK TABLE %I IN SHARE MODE', tbl.relname);
+        EXECUTE format('ALTER TABLE %I ADD COLUMN IF NOT EXISTS context text', tbl.relname);
+        EXECUTE format('ALTER TABLE %I DROP COLUMN IF EXISTS search_vector', tbl.relname);
+        EXECUTE format('ALTER TABLE %I ADD COLUMN search_vector tsvector GENERATED ALWAYS AS
+                        (to_tsvector(''english''::regconfig, coalesce(context || '' '', '''') || content)) STORED',
+                       tbl.relname);
+        EXECUTE format('CREATE INDEX %I ON %I USING gin (search_vector)', tbl.relname || '$text', tbl.relname);
         EXECUTE format('COMMENT ON COLUMN %I.search_vector IS %L', tbl.relname, 'english');
         PERFORM sluice_keep_term_statistics(tbl.relname);
     END LOOP;

@@ -189,6 +189,8 @@ pub struct OutboxMessage {
 pub struct ChunkRow {
     pub chunk_index: i32,
     pub content: String,
+    /// What the chunk is keyword-indexed by besides its content (its title and headings).
+    pub context: Option<String>,
     pub content_hash: String,
     pub metadata: serde_json::Value,
     pub embedding: Vec<f32>,
@@ -562,18 +564,26 @@ impl Db {
         let vector_type = tx.prepare("SELECT $1::vector").await?.params()[0].clone();
         let sink = tx
             .copy_in(
-                "COPY rag_chunk_staging (document_id, chunk_index, content, metadata, content_hash, embedding) \
-                 FROM STDIN BINARY",
+                "COPY rag_chunk_staging (document_id, chunk_index, content, context, metadata, content_hash, \
+                 embedding) FROM STDIN BINARY",
             )
             .await?;
-        let types = [Type::UUID, Type::INT4, Type::TEXT, Type::JSONB, Type::TEXT, vector_type];
+        let types = [Type::UUID, Type::INT4, Type::TEXT, Type::TEXT, Type::JSONB, Type::TEXT, vector_type];
         let writer = BinaryCopyInWriter::new(sink, &types);
         futures_util::pin_mut!(writer);
         for chunk in chunks {
             let embedding = pgvector::Vector::from(chunk.embedding.clone());
             writer
                 .as_mut()
-                .write(&[&doc.id, &chunk.chunk_index, &chunk.content, &chunk.metadata, &chunk.content_hash, &embedding])
+                .write(&[
+                    &doc.id,
+                    &chunk.chunk_index,
+                    &chunk.content,
+                    &chunk.context,
+                    &chunk.metadata,
+                    &chunk.content_hash,
+                    &embedding,
+                ])
                 .await?;
         }
         let staged = writer.finish().await?;
@@ -613,10 +623,12 @@ impl Db {
         let written = tx
             .execute(
                 &format!(
-                    "INSERT INTO {table} (id, kb_id, org_id, document_id, chunk_index, content, metadata, source, \
-                     document_type, organizational_unit, document_date, source_path, filename, content_hash, embedding) \
-                     SELECT gen_random_uuid(), $2, $3, document_id, chunk_index, content, metadata, $4, $5, $6, $7, $8, \
-                     $9, content_hash, embedding FROM rag_chunk_staging WHERE document_id = $1 ORDER BY chunk_index"
+                    "INSERT INTO {table} (id, kb_id, org_id, document_id, chunk_index, content, context, metadata, \
+                     source, document_type, organizational_unit, document_date, source_path, filename, content_hash, \
+                     embedding) \
+                     SELECT gen_random_uuid(), $2, $3, document_id, chunk_index, content, context, metadata, $4, $5, $6, \
+                     $7, $8, $9, content_hash, embedding FROM rag_chunk_staging WHERE document_id = $1 \
+                     ORDER BY chunk_index"
                 ),
                 &[
                     &doc.id,

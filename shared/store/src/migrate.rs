@@ -69,25 +69,7 @@ impl Db {
         if app.username == vectors.username {
             return Err(StoreError::Config("the application and vector logins must differ".to_owned()));
         }
-        tx.batch_execute(
-            "CREATE TABLE IF NOT EXISTS sluice_migrations (
-                 version integer PRIMARY KEY,
-                 name text NOT NULL,
-                 applied_at timestamptz NOT NULL DEFAULT now())",
-        )
-        .await?;
-        let done: Vec<i32> =
-            tx.query("SELECT version FROM sluice_migrations", &[]).await?.iter().map(|r| r.get(0)).collect();
-        let mut applied = Vec::new();
-        for (version, name, sql) in MIGRATIONS {
-            if done.contains(version) {
-                continue;
-            }
-            tracing::info!(version, name, "applying migration");
-            tx.batch_execute(sql).await?;
-            tx.execute("INSERT INTO sluice_migrations (version, name) VALUES ($1, $2)", &[version, name]).await?;
-            applied.push(*version);
-        }
+        let applied = apply_migrations(&tx, SCHEMA_VERSION).await?;
         grant_login(&tx, app, false).await?;
         grant_login(&tx, vectors, true).await?;
         tx.commit().await?;
@@ -97,6 +79,17 @@ impl Db {
             app_login: app.username.clone(),
             vector_login: vectors.username.clone(),
         })
+    }
+
+    /// What an older release's migrate step left: the migrations up to `version` applied,
+    /// and nothing else (no logins). Upgrade tests start from it.
+    pub async fn migrate_schema_to(&self, version: i32) -> Result<Vec<i32>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
+        let applied = apply_migrations(&tx, version).await?;
+        tx.commit().await?;
+        Ok(applied)
     }
 
     /// The schema version the database is at (0 before the first migration).
@@ -119,6 +112,30 @@ impl Db {
         }
         Ok(())
     }
+}
+
+/// Applies, in order, every migration up to `target` not yet applied; the versions applied.
+async fn apply_migrations(tx: &deadpool_postgres::Transaction<'_>, target: i32) -> Result<Vec<i32>, StoreError> {
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS sluice_migrations (
+             version integer PRIMARY KEY,
+             name text NOT NULL,
+             applied_at timestamptz NOT NULL DEFAULT now())",
+    )
+    .await?;
+    let done: Vec<i32> =
+        tx.query("SELECT version FROM sluice_migrations", &[]).await?.iter().map(|r| r.get(0)).collect();
+    let mut applied = Vec::new();
+    for (version, name, sql) in MIGRATIONS.iter().filter(|(version, _, _)| *version <= target) {
+        if done.contains(version) {
+            continue;
+        }
+        tracing::info!(version, name, "applying migration");
+        tx.batch_execute(sql).await?;
+        tx.execute("INSERT INTO sluice_migrations (version, name) VALUES ($1, $2)", &[version, name]).await?;
+        applied.push(*version);
+    }
+    Ok(applied)
 }
 
 /// Creates or updates a functions' login and its grants (`vector_tables`: may run the two

@@ -29,6 +29,7 @@ fn rows(n: usize) -> Vec<ChunkRow> {
         .map(|i| ChunkRow {
             chunk_index: i as i32,
             content: format!("chunk {i}: ").repeat(40),
+            context: Some("Bench document".to_owned()),
             content_hash: format!("{i:064x}"),
             metadata: serde_json::json!({"start": i * 500, "end": i * 500 + 500}),
             embedding: vector(i as u64 + 1),
@@ -263,6 +264,7 @@ async fn pdf_end_to_end(db: &Db, client: &tokio_postgres::Client) {
             rows.push(ChunkRow {
                 chunk_index: rows.len() as i32,
                 content: piece.text.clone(),
+                context: None,
                 content_hash: String::new(),
                 metadata: serde_json::json!({}),
                 embedding,
