@@ -500,6 +500,37 @@ async fn keyword_scores_are_bm25_over_the_callers_own_bases_through_every_write(
     insert(base_a, org_a, "kit".to_owned()).await;
     check(&scores(&store).await, &texts);
 
+    // Many chunks holding a common word: the rarest words are read first, and the answer is
+    // still exactly BM25's best, whether the rare word's chunks fill it or not.
+    let table_rows = format!(
+        "INSERT INTO {table} (id, kb_id, org_id, document_id, chunk_index, content, embedding) \
+         SELECT gen_random_uuid(), $1, $2, gen_random_uuid(), g, \
+                repeat('pump ', g % 3 + 1) || 'valve' || CASE WHEN g % 100 = 0 THEN ' gasket' ELSE '' END, '[1,0,0]' \
+         FROM generate_series(1, 2500) AS g"
+    );
+    db.execute(&table_rows, &[&base_a, &org_a]).await.expect("common chunks");
+    let bulk: Vec<String> = (1..=2500)
+        .map(|g| format!("{}valve{}", "pump ".repeat(g % 3 + 1), if g % 100 == 0 { " gasket" } else { "" }))
+        .collect();
+    let all: Vec<&str> = texts.iter().copied().chain(bulk.iter().map(String::as_str)).collect();
+    let mut expected: Vec<f64> = all
+        .iter()
+        .filter(|t| t.contains("pump") || t.contains("gasket"))
+        .map(|t| bm25(&all, &["gasket", "pump"], t))
+        .collect();
+    expected.sort_by(|a, b| b.total_cmp(a));
+    for depth in [10, 50] {
+        let hits = store
+            .search_keyword(&name, &scope_a, &Default::default(), "gasket pump", depth)
+            .await
+            .expect("keyword search");
+        let got: Vec<f64> = hits.iter().map(|h| h.score).collect();
+        assert_eq!(got.len(), depth as usize);
+        for (rank, (got, want)) in got.iter().zip(&expected).enumerate() {
+            assert!((got - want).abs() < 1e-9, "depth {depth}, rank {rank}: {got} is not BM25's {want}");
+        }
+    }
+
     // The other base emptied, its statistics go with its last chunk.
     db.execute(&format!("DELETE FROM {table} WHERE kb_id = $1"), &[&base_b]).await.expect("delete b");
     let left: i64 = db

@@ -368,51 +368,27 @@ pub async fn search_bases(
     let settings = state.config.search;
     for (name, group) in &by_name {
         let scope: Vec<ScopeBase> = group.iter().map(|b| ScopeBase { kb_id: b.id, org_id: b.org_id }).collect();
+        // The two legs run side by side: a hybrid search waits for the slower, not the sum.
         // A keyword search never pays for an embedding.
-        let keyword = match mode {
-            Mode::Vector => Vec::new(),
-            Mode::Keyword => state.db.search_keyword(name, &scope, filters, query, top_k).await?,
-            Mode::Hybrid => {
-                state.db.search_keyword(name, &scope, filters, query, settings.keyword_depth.max(top_k)).await?
+        let keyword = async {
+            match mode {
+                Mode::Vector => Ok(Vec::new()),
+                Mode::Keyword => state.db.search_keyword(name, &scope, filters, query, top_k).await,
+                Mode::Hybrid => {
+                    state.db.search_keyword(name, &scope, filters, query, settings.keyword_depth.max(top_k)).await
+                }
             }
         };
-        if mode == Mode::Keyword {
-            hits.extend(fuse(Vec::new(), keyword, settings.rrf_k).into_iter().map(|f| (name.clone(), f)));
-            continue;
-        }
-        let target = match target_for(&state.db, &state.vault, &group[0]).await.map_err(key_service)? {
-            Ok(target) => target,
-            Err(refusal) => return Err(KnowledgeError::Unusable { field: "collections", message: refusal }),
+        let vector = async {
+            if mode == Mode::Keyword {
+                return Ok(Vec::new());
+            }
+            let embedded = embed_query(state, &group[0], query, deadline).await?;
+            let depth = if mode == Mode::Vector { top_k } else { settings.vector_depth.max(top_k) };
+            Ok::<_, KnowledgeError>(state.db.search_chunks(name, &scope, filters, &embedded, depth).await?)
         };
-        let provider = &group[0].embedding_provider;
-        let remaining = deadline.saturating_duration_since(std::time::Instant::now());
-        let embedded =
-            tokio::time::timeout(remaining, embed(&state.http, &target, std::slice::from_ref(query), SEARCH_RETRY));
-        let vector = match embedded.await {
-            Ok(Ok(mut vectors)) => vectors.remove(0),
-            Err(_) => return Err(provider_busy(provider, name, "did not embed the query in time", None)),
-            Ok(Err(EmbedError::RateLimited { retry_after })) => {
-                return Err(provider_busy(provider, name, "is rate limiting the query's embedding", retry_after));
-            }
-            Ok(Err(error)) if error.is_transient() => {
-                tracing::warn!(collection = %name, error = %error, "query not embedded");
-                return Err(provider_busy(provider, name, "is not answering", None));
-            }
-            Ok(Err(error)) => {
-                tracing::warn!(collection = %name, error = %error, "query not embedded");
-                return Err(KnowledgeError::Unusable {
-                    field: "collections",
-                    message: format!(
-                        "search refused: the query could not be embedded for collection {name} ({}): {}",
-                        error.type_name(),
-                        error.advice()
-                    ),
-                });
-            }
-        };
-        let depth = if mode == Mode::Vector { top_k } else { settings.vector_depth.max(top_k) };
-        let vector = state.db.search_chunks(name, &scope, filters, &vector, depth).await?;
-        hits.extend(fuse(vector, keyword, settings.rrf_k).into_iter().map(|f| (name.clone(), f)));
+        let (keyword, vector) = tokio::join!(keyword, vector);
+        hits.extend(fuse(vector?, keyword?, settings.rrf_k).into_iter().map(|f| (name.clone(), f)));
     }
     // A single leg's own score orders it (comparable across collections of one leg); a
     // hybrid search's, the fused score.
@@ -457,6 +433,52 @@ pub async fn search_bases(
         })
         .collect();
     Ok(results)
+}
+
+/// The query's embedding for `base`'s collection, within what is left of the budget: a
+/// provider that cannot embed it now is Sluice's `503`; one that refuses it, a `422`.
+async fn embed_query(
+    state: &State,
+    base: &KnowledgeBase,
+    query: &str,
+    deadline: std::time::Instant,
+) -> Result<Vec<f32>, KnowledgeError> {
+    let name = &base.collection_name;
+    let target = match target_for(&state.db, &state.vault, base).await.map_err(key_service)? {
+        Ok(target) => target,
+        Err(refusal) => return Err(KnowledgeError::Unusable { field: "collections", message: refusal }),
+    };
+    let provider = &base.embedding_provider;
+    let remaining = deadline.saturating_duration_since(std::time::Instant::now());
+    let texts = [query.to_owned()];
+    match tokio::time::timeout(remaining, embed(&state.http, &target, &texts, SEARCH_RETRY)).await {
+        Ok(Ok(mut vectors)) if !vectors.is_empty() => Ok(vectors.remove(0)),
+        Ok(Ok(_)) => Err(KnowledgeError::Unusable {
+            field: "collections",
+            message: format!(
+                "search refused: the {provider} embedding provider answered no vector for collection {name}"
+            ),
+        }),
+        Err(_) => Err(provider_busy(provider, name, "did not embed the query in time", None)),
+        Ok(Err(EmbedError::RateLimited { retry_after })) => {
+            Err(provider_busy(provider, name, "is rate limiting the query's embedding", retry_after))
+        }
+        Ok(Err(error)) if error.is_transient() => {
+            tracing::warn!(collection = %name, error = %error, "query not embedded");
+            Err(provider_busy(provider, name, "is not answering", None))
+        }
+        Ok(Err(error)) => {
+            tracing::warn!(collection = %name, error = %error, "query not embedded");
+            Err(KnowledgeError::Unusable {
+                field: "collections",
+                message: format!(
+                    "search refused: the query could not be embedded for collection {name} ({}): {}",
+                    error.type_name(),
+                    error.advice()
+                ),
+            })
+        }
+    }
 }
 
 fn key_service(error: sluice_embed::credentials::ResolveError) -> KnowledgeError {

@@ -74,6 +74,13 @@ pub struct SearchSettings {
     pub rrf_k: u32,
 }
 
+impl Default for SearchSettings {
+    /// Each leg ranks 50 chunks; the fusion constant is the literature's 60.
+    fn default() -> Self {
+        Self { vector_depth: 50, keyword_depth: 50, rrf_k: 60 }
+    }
+}
+
 /// The archive limits an operator sets; the defaults are the reference product's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArchiveSettings {
@@ -239,10 +246,15 @@ impl Config {
                 number("SLUICE_DOCUMENT_EMBED_SECS", DEFAULT_DOCUMENT_EMBED_SECS)?.clamp(1, 840),
             ),
             archive: archive_settings(&number)?,
-            search: SearchSettings {
-                vector_depth: number("SLUICE_SEARCH_VECTOR_DEPTH", 50)?.clamp(1, 1000) as i64,
-                keyword_depth: number("SLUICE_SEARCH_KEYWORD_DEPTH", 50)?.clamp(1, 1000) as i64,
-                rrf_k: number("SLUICE_SEARCH_RRF_K", 60)?.clamp(1, 10_000) as u32,
+            search: {
+                let defaults = SearchSettings::default();
+                SearchSettings {
+                    vector_depth: number("SLUICE_SEARCH_VECTOR_DEPTH", defaults.vector_depth as u64)?.clamp(1, 1000)
+                        as i64,
+                    keyword_depth: number("SLUICE_SEARCH_KEYWORD_DEPTH", defaults.keyword_depth as u64)?.clamp(1, 1000)
+                        as i64,
+                    rrf_k: number("SLUICE_SEARCH_RRF_K", u64::from(defaults.rrf_k))?.clamp(1, 10_000) as u32,
+                }
             },
             deployment_account_id: lookup("SLUICE_DEPLOYMENT_ACCOUNT_ID").filter(|v| !v.is_empty()),
         })

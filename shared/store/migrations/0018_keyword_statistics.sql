@@ -10,6 +10,15 @@
 -- as the comment of their `search_vector` column, and a chunk's context (its title and
 -- headings) is indexed with its content.
 
+-- A chunk's length for BM25: its words as the configuration reads them (stop words out),
+-- kept beside its `tsvector` so a search never counts them again.
+CREATE FUNCTION sluice_word_count(language regconfig, body text) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $fn$
+    SELECT coalesce(sum(cardinality(u.positions)), 0)::integer
+    FROM pg_catalog.unnest(pg_catalog.to_tsvector(language, body)) AS u
+$fn$;
+
 -- Statement-level, with the changed rows as transition tables (`removed`, `added`): one
 -- aggregate per statement, not one per row. The totals row sorts first, so two writers of a
 -- base queue on it before they touch any lexeme (writers of a name hold its advisory lock as
@@ -33,7 +42,7 @@ BEGIN
             'INSERT INTO %1$I AS t (kb_id, org_id, lexeme, chunks, occurrences)
              SELECT kb, org, lexeme, $1 * sum(chunks), $1 * sum(occurrences) FROM (
                  SELECT coalesce(kb_id, %3$L) AS kb, coalesce(org_id, %3$L) AS org, '''' AS lexeme, 1 AS chunks,
-                        (SELECT coalesce(sum(cardinality(u.positions)), 0) FROM unnest(c.search_vector) AS u) AS occurrences
+                        c.search_length AS occurrences
                  FROM %2$I AS c
                  UNION ALL
                  SELECT coalesce(kb_id, %3$L), coalesce(org_id, %3$L), u.lexeme, 1, cardinality(u.positions)
@@ -86,7 +95,7 @@ BEGIN
     EXECUTE format('INSERT INTO %I (kb_id, org_id, lexeme, chunks, occurrences)
         SELECT kb, org, lexeme, sum(chunks), sum(occurrences) FROM (
             SELECT coalesce(kb_id, %L) AS kb, coalesce(org_id, %2$L) AS org, '''' AS lexeme, 1 AS chunks,
-                   (SELECT coalesce(sum(cardinality(u.positions)), 0) FROM unnest(c.search_vector) AS u) AS occurrences
+                   c.search_length AS occurrences
             FROM %3$I AS c
             UNION ALL
             SELECT coalesce(kb_id, %2$L), coalesce(org_id, %2$L), u.lexeme, 1, cardinality(u.positions)
@@ -151,7 +160,9 @@ BEGIN
              context             text,
              embedding           vector(%s) NOT NULL,
              search_vector       tsvector GENERATED ALWAYS AS
-                 (to_tsvector(%L::regconfig, coalesce(context || '' '', '''') || content)) STORED)',
+                 (to_tsvector(%4$L::regconfig, coalesce(context || '' '', '''') || content)) STORED,
+             search_length       integer GENERATED ALWAYS AS
+                 (sluice_word_count(%4$L::regconfig, coalesce(context || '' '', '''') || content)) STORED)',
         t, t || '$pkey', dim, language::text);
     EXECUTE format('COMMENT ON COLUMN %I.search_vector IS %L', t, language::text);
     EXECUTE format('CREATE INDEX %I ON %I USING hnsw (%s)', t || '$embedding', t, hnsw);
@@ -207,7 +218,9 @@ BEGIN
         EXECUTE format('ALTER TABLE %I ADD COLUMN IF NOT EXISTS context text', tbl.relname);
         EXECUTE format('ALTER TABLE %I DROP COLUMN IF EXISTS search_vector', tbl.relname);
         EXECUTE format('ALTER TABLE %I ADD COLUMN search_vector tsvector GENERATED ALWAYS AS
-                        (to_tsvector(''english''::regconfig, coalesce(context || '' '', '''') || content)) STORED',
+                            (to_tsvector(''english''::regconfig, coalesce(context || '' '', '''') || content)) STORED,
+                        ADD COLUMN search_length integer GENERATED ALWAYS AS
+                            (sluice_word_count(''english''::regconfig, coalesce(context || '' '', '''') || content)) STORED',
                        tbl.relname);
         EXECUTE format('CREATE INDEX %I ON %I USING gin (search_vector)', tbl.relname || '$text', tbl.relname);
         EXECUTE format('COMMENT ON COLUMN %I.search_vector IS %L', tbl.relname, 'english');

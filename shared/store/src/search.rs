@@ -124,6 +124,12 @@ impl Db {
     /// search reads a question: a chunk matches any of them; a `-word` excludes, a phrase
     /// must be whole. One that leaves no word to look for (only stop words or punctuation)
     /// matches nothing.
+    ///
+    /// Scoring every chunk that holds a common word would cost as many chunks as hold it, so
+    /// the candidates are read rarest words first (MaxScore): the chunks holding the rarest
+    /// words, up to about `RARE_CANDIDATES` of them, are scored whole; when the last of the
+    /// `depth` best already outscores anything the unread words could add up to, no other
+    /// chunk can enter, and the answer is exact. Otherwise the next rarest word is read too.
     pub async fn search_keyword(
         &self,
         collection: &str,
@@ -136,75 +142,103 @@ impl Db {
         let Some(language) = text_search_language(&client, collection).await? else {
             return Ok(Vec::new());
         };
-        if scope.is_empty() {
+        if scope.is_empty() || depth < 1 {
             return Ok(Vec::new());
         }
         let table = vector_table(collection);
         let (wanted, excluded) = split_exclusions(query);
+        let parsed = client
+            .query_one(
+                "SELECT query::text, querytree(query) FROM
+                     (SELECT CASE WHEN $2 = '' THEN w ELSE w && !!x END AS query FROM
+                         (SELECT replace(websearch_to_tsquery($1::text::regconfig, $3)::text, ' & ', ' | ')::tsquery AS w,
+                                 replace(plainto_tsquery($1::text::regconfig, $2)::text, ' & ', ' | ')::tsquery AS x)
+                          AS parts) AS q",
+                &[&language, &excluded, &wanted],
+            )
+            .await?;
+        let tsquery: String = parsed.get(0);
+        let mut lexemes = quoted_lexemes(&parsed.get::<_, String>(1));
+        lexemes.sort();
+        lexemes.dedup();
+        if tsquery.is_empty() || lexemes.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The statistics of the query's words over the scope; the empty lexeme's are the
+        // scope's totals.
         let kb_ids: Vec<Uuid> = scope.iter().map(|b| b.kb_id).collect();
         let tenants: Vec<Uuid> = scope.iter().map(|b| b.org_id.unwrap_or(NO_TENANT)).collect();
-        // The query once, its lexemes and their statistics over the scope; the empty
-        // lexeme's row is the scope's totals.
         let statistics = client
             .query(
                 &format!(
-                    "WITH q AS (SELECT CASE WHEN $2 = '' THEN w ELSE w && !!x END AS query FROM
-                         (SELECT replace(websearch_to_tsquery($1::text::regconfig, $3)::text, ' & ', ' | ')::tsquery AS w,
-                                 replace(plainto_tsquery($1::text::regconfig, $2)::text, ' & ', ' | ')::tsquery AS x) AS parts),
-                     words AS (SELECT DISTINCT replace(m[1], $4, $5) AS lexeme
-                               FROM q, regexp_matches(querytree(q.query), $6, 'g') AS m
-                               UNION SELECT '')
-                     SELECT (SELECT query::text FROM q), words.lexeme,
-                            coalesce(sum(s.chunks), 0)::float8, coalesce(sum(s.occurrences), 0)::float8
-                     FROM words LEFT JOIN \"{table}$terms\" AS s ON s.lexeme = words.lexeme
-                          AND (s.kb_id, s.org_id) IN (SELECT * FROM unnest($7::uuid[], $8::uuid[]))
+                    "SELECT words.lexeme, coalesce(sum(s.chunks), 0)::float8, coalesce(sum(s.occurrences), 0)::float8
+                     FROM unnest($1::text[] || ''::text) AS words(lexeme)
+                     LEFT JOIN \"{table}$terms\" AS s ON s.lexeme = words.lexeme
+                          AND (s.kb_id, s.org_id) IN (SELECT * FROM unnest($2::uuid[], $3::uuid[]))
                      GROUP BY words.lexeme"
                 ),
-                &[&language, &excluded, &wanted, &"''", &"'", &QUOTED_LEXEME, &kb_ids, &tenants],
+                &[&lexemes, &kb_ids, &tenants],
             )
             .await?;
-        let Some(first) = statistics.first() else { return Ok(Vec::new()) };
-        let tsquery: String = first.get(0);
-        let totals = statistics.iter().find(|r| r.get::<_, String>(1).is_empty());
-        let (chunks, occurrences) = totals.map_or((0.0, 0.0), |r| (r.get::<_, f64>(2), r.get::<_, f64>(3)));
-        let (lexemes, idfs): (Vec<String>, Vec<f64>) = statistics
-            .iter()
-            .filter(|r| !r.get::<_, String>(1).is_empty())
-            .map(|r| (r.get::<_, String>(1), bm25_idf(chunks, r.get(2))))
-            .unzip();
-        if tsquery.is_empty() || lexemes.is_empty() || chunks == 0.0 {
+        let totals = statistics.iter().find(|r| r.get::<_, String>(0).is_empty());
+        let (chunks, occurrences) = totals.map_or((0.0, 0.0), |r| (r.get::<_, f64>(1), r.get::<_, f64>(2)));
+        if chunks == 0.0 {
             return Ok(Vec::new());
         }
+        let mut terms: Vec<(String, f64)> = statistics
+            .iter()
+            .filter(|r| !r.get::<_, String>(0).is_empty())
+            .map(|r| (r.get::<_, String>(0), r.get::<_, f64>(1)))
+            .collect();
+        terms.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        let idfs: Vec<f64> = terms.iter().map(|(_, holding)| bm25_idf(chunks, *holding)).collect();
+        let lexemes: Vec<String> = terms.iter().map(|(lexeme, _)| lexeme.clone()).collect();
         let average_length = (occurrences / chunks).max(1.0);
-        let mut rows = Vec::new();
-        for base in scope {
-            let sql = format!(
-                "SELECT id, kb_id, document_id, filename, chunk_index, content, metadata, source, document_type,
-                        organizational_unit, document_date, bm25.score AS rank
-                 FROM {table} AS c,
-                      LATERAL (SELECT coalesce(sum(cardinality(u.positions)), 0)::float8 AS length
-                               FROM unnest(c.search_vector) AS u) AS d,
-                      LATERAL (SELECT coalesce(sum(w.idf * cardinality(u.positions) * ({BM25_K1} + 1)
-                                   / (cardinality(u.positions) + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * d.length / $12))), 0)::float8
-                                   AS score
-                               FROM unnest(c.search_vector) AS u
-                               JOIN unnest($10::text[], $11::float8[]) AS w(lexeme, idf) ON w.lexeme = u.lexeme) AS bm25
-                 WHERE kb_id = $1 AND {} {WHERE_FILTERS} AND c.search_vector @@ $9::text::tsquery
-                 ORDER BY rank DESC, id LIMIT $13",
-                tenant_clause(base)
-            );
-            let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, filters);
-            rows.extend(
-                client
-                    .query(&sql, &[p1, p2, p3, p4, p5, p6, p7, p8, &tsquery, &lexemes, &idfs, &average_length, &depth])
-                    .await?,
-            );
+        let mut read = first_tier(&terms.iter().map(|(_, holding)| *holding).collect::<Vec<_>>());
+        loop {
+            // The candidates: chunks matching the query and holding one of the words read.
+            let candidates = if read < terms.len() {
+                format!("({tsquery}) & ({})", any_of(&lexemes[..read]))
+            } else {
+                tsquery.clone()
+            };
+            let mut rows = Vec::new();
+            for base in scope {
+                let sql = format!(
+                    "SELECT id, kb_id, document_id, filename, chunk_index, content, metadata, source, document_type,
+                            organizational_unit, document_date,
+                            coalesce((SELECT sum(w.idf * cardinality(t.positions) * ({BM25_K1} + 1)
+                                              / (cardinality(t.positions)
+                                                 + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * c.search_length / $12::float8)))
+                                      FROM unnest(ts_filter(setweight(c.search_vector, 'A', $10), '{{a}}')) AS t
+                                      JOIN unnest($10::text[], $11::float8[]) AS w(lexeme, idf) ON w.lexeme = t.lexeme),
+                                     0)::float8 AS rank
+                     FROM {table} AS c
+                     WHERE kb_id = $1 AND {} {WHERE_FILTERS} AND c.search_vector @@ $9::text::tsquery
+                     ORDER BY rank DESC, id LIMIT $13",
+                    tenant_clause(base)
+                );
+                let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, filters);
+                let params: [&(dyn ToSql + Sync); 13] =
+                    [p1, p2, p3, p4, p5, p6, p7, p8, &candidates, &lexemes, &idfs, &average_length, &depth];
+                rows.extend(client.query(&sql, &params).await?);
+            }
+            rows.sort_by(|a, b| {
+                b.get::<_, f64>("rank")
+                    .total_cmp(&a.get::<_, f64>("rank"))
+                    .then(a.get::<_, Uuid>("id").cmp(&b.get("id")))
+            });
+            rows.truncate(usize::try_from(depth).unwrap_or(usize::MAX));
+            // A chunk holding none of the words read scores at most what the unread words
+            // could each add at their most (BM25 saturates at idf × (k1 + 1)).
+            let unread_bound: f64 = idfs[read.min(idfs.len())..].iter().map(|idf| idf * (BM25_K1 + 1.0)).sum();
+            let full = rows.len() as i64 == depth;
+            let last = rows.last().map_or(0.0, |r| r.get::<_, f64>("rank"));
+            if read >= terms.len() || (full && last > unread_bound) {
+                return Ok(rows.iter().map(|r| hit(r, r.get("rank"))).collect());
+            }
+            read += 1;
         }
-        rows.sort_by(|a, b| {
-            b.get::<_, f64>("rank").total_cmp(&a.get::<_, f64>("rank")).then(a.get::<_, Uuid>("id").cmp(&b.get("id")))
-        });
-        rows.truncate(usize::try_from(depth).unwrap_or(usize::MAX));
-        Ok(rows.iter().map(|r| hit(r, r.get("rank"))).collect())
     }
 
     /// The `organizational_unit` values present in `collection` within `scope`, sorted;
@@ -236,8 +270,59 @@ impl Db {
 const BM25_K1: f64 = 1.2;
 const BM25_B: f64 = 0.75;
 
-/// A lexeme in a `tsquery`'s text form: quoted, a quote inside doubled.
-const QUOTED_LEXEME: &str = "'((?:[^']|'')*)'";
+/// About how many chunks the keyword leg scores before it knows whether the rest can matter.
+const RARE_CANDIDATES: f64 = 1_000.0;
+
+/// How many of the rarest words (`holding`, ascending: how many chunks hold each) are read
+/// first: at least one, and more while together they are held by at most `RARE_CANDIDATES`.
+fn first_tier(holding: &[f64]) -> usize {
+    let mut total = 0.0;
+    let mut read = 0;
+    for held in holding {
+        if read > 0 && total + held > RARE_CANDIDATES {
+            break;
+        }
+        total += held;
+        read += 1;
+    }
+    read
+}
+
+/// A `tsquery` matching any of `lexemes`, each taken as it is (quoted: no parsing, no
+/// stemming), in the text form PostgreSQL reads.
+fn any_of(lexemes: &[String]) -> String {
+    lexemes
+        .iter()
+        .map(|lexeme| format!("'{}'", lexeme.replace('\\', "\\\\").replace('\'', "''")))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// The lexemes of a `tsquery`'s text form (each quoted; inside, `''` is a quote and a
+/// backslash escapes the next character).
+fn quoted_lexemes(text: &str) -> Vec<String> {
+    let mut lexemes = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\'' {
+            continue;
+        }
+        let mut lexeme = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => lexeme.extend(chars.next()),
+                '\'' if chars.peek() == Some(&'\'') => {
+                    chars.next();
+                    lexeme.push('\'');
+                }
+                '\'' => break,
+                other => lexeme.push(other),
+            }
+        }
+        lexemes.push(lexeme);
+    }
+    lexemes
+}
 
 /// BM25's inverse document frequency of a word held by `holding` of `chunks` chunks, in
 /// Lucene's form (never negative, so a common word still counts a little).
@@ -385,7 +470,7 @@ async fn table_rows(client: &impl deadpool_postgres::GenericClient, table: &str)
 
 #[cfg(test)]
 mod tests {
-    use super::split_exclusions;
+    use super::*;
 
     #[test]
     fn exclusions_are_told_from_wanted_words_and_phrases() {
@@ -394,5 +479,24 @@ mod tests {
         assert_eq!(split_exclusions("XJ-4471-B"), ("XJ-4471-B".to_owned(), String::new()));
         assert_eq!(split_exclusions("- -"), ("- -".to_owned(), String::new()));
         assert_eq!(split_exclusions(""), (String::new(), String::new()));
+    }
+
+    #[test]
+    fn a_tsquery_s_lexemes_are_read_back_as_postgresql_wrote_them() {
+        assert_eq!(quoted_lexemes("'pump' | 'seal' <-> 'kit'"), ["pump", "seal", "kit"]);
+        assert_eq!(quoted_lexemes("'it''s' & !'a\\\\b'"), ["it's", "a\\b"]);
+        assert_eq!(quoted_lexemes("'pump':*"), ["pump"]);
+        assert!(quoted_lexemes("").is_empty());
+        let lexemes = vec!["it's".to_owned(), "a\\b".to_owned()];
+        assert_eq!(quoted_lexemes(&any_of(&lexemes)), lexemes);
+    }
+
+    #[test]
+    fn the_rarest_words_are_read_first_up_to_the_candidate_budget() {
+        assert_eq!(first_tier(&[5.0, 40.0, 900.0, 40_000.0]), 3);
+        assert_eq!(first_tier(&[30_000.0, 40_000.0]), 1, "at least the rarest");
+        assert_eq!(first_tier(&[1.0, 2.0]), 2);
+        assert!(bm25_idf(100.0, 1.0) > bm25_idf(100.0, 50.0));
+        assert!(bm25_idf(100.0, 100.0) > 0.0, "a word every chunk holds still counts a little");
     }
 }

@@ -2,8 +2,13 @@
 //! unfiltered, with a filter matching 10% and one matching 1%, through the store's search
 //! (`Db::search_chunks`, the path `POST /rag/search` takes after embedding the query).
 //! Baseline: the same queries as exact scans (index off), which also give recall@10.
+//! Then each mode's latency on the same chunks, whose texts are 60 words drawn per topic (a
+//! Zipf law over a 20,000-word vocabulary: English stop words first, then words every topic
+//! shares, then each topic's own): `vector` (top 10), `keyword` (BM25, top 10), each leg
+//! alone at hybrid's depth, and `hybrid` (both legs at their default depth, or `--depth N`,
+//! side by side, fused), as `POST /rag/search` runs them after the query's embedding.
 //!
-//! `bench-search [--rows N] [--queries Q] [--keep]`; reads the stack's environment.
+//! `bench-search [--rows N] [--queries Q] [--depth N] [--keep]`; reads the stack's environment.
 
 use sluice_e2e::vectors::{Rng, normalised};
 use sluice_store::{ScopeBase, SearchFilters};
@@ -17,8 +22,42 @@ const CLUSTERS: usize = 200;
 
 /// A point near one of the topic centroids, as embeddings of a real corpus cluster.
 fn near(rng: &mut Rng, centroids: &[Vec<f32>]) -> Vec<f32> {
-    let c = &centroids[(rng.next_u64() % centroids.len() as u64) as usize];
-    normalised(c.iter().map(|x| x + 0.06 * rng.normal()).collect())
+    near_topic(rng, centroids).1
+}
+
+/// A topic, and a point near its centroid.
+fn near_topic(rng: &mut Rng, centroids: &[Vec<f32>]) -> (usize, Vec<f32>) {
+    let topic = (rng.next_u64() % centroids.len() as u64) as usize;
+    (topic, normalised(centroids[topic].iter().map(|x| x + 0.06 * rng.normal()).collect()))
+}
+
+const VOCABULARY: usize = 20_000;
+
+/// English stop words: the most frequent ranks of a real text, which the English text
+/// search configuration drops.
+const STOP_WORDS: &[&str] = &[
+    "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not", "he",
+    "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "they", "you", "were", "her", "she",
+    "there", "been", "one", "all", "we", "their", "has", "would", "when", "if", "so", "no", "will", "can", "more",
+    "out", "up",
+];
+
+/// `count` words of `topic`: ranks drawn from a Zipf law over the vocabulary, the first 50
+/// ranks stop words, the next 500 shared by every topic, the rest each topic's own region.
+fn words(rng: &mut Rng, topic: usize, count: usize) -> String {
+    (0..count)
+        .map(|_| {
+            // Inverse of the Zipf CDF, approximately: rank = V^u.
+            let u = (rng.next_u64() % 1_000_000) as f64 / 1_000_000.0;
+            let rank = (VOCABULARY as f64).powf(u) as usize;
+            match rank {
+                r if r < STOP_WORDS.len() => STOP_WORDS[r].to_owned(),
+                r if r < 550 => format!("w{r}"),
+                r => format!("w{}", 550 + (r + topic * 97) % (VOCABULARY - 550)),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -66,21 +105,14 @@ async fn main() {
     let writer = BinaryCopyInWriter::new(sink, &types);
     futures_util::pin_mut!(writer);
     for i in 0..n {
-        let embedding = pgvector::Vector::from(near(&mut rng, &centroids));
+        let (topic, point) = near_topic(&mut rng, &centroids);
+        let embedding = pgvector::Vector::from(point);
+        let text = words(&mut rng, topic, 60);
         let unit = format!("u{}", i % 10);
         let kind = format!("t{}", i % 100);
         writer
             .as_mut()
-            .write(&[
-                &Uuid::new_v4(),
-                &kb,
-                &Uuid::new_v4(),
-                &(i as i32),
-                &format!("chunk {i}"),
-                &unit,
-                &kind,
-                &embedding,
-            ])
+            .write(&[&Uuid::new_v4(), &kb, &Uuid::new_v4(), &(i as i32), &text, &unit, &kind, &embedding])
             .await
             .expect("row");
     }
@@ -96,6 +128,9 @@ async fn main() {
         .await
         .expect("index");
     let build = started.elapsed().as_secs_f64();
+    // The steady state a collection is searched in: the GIN index's pending list merged
+    // (as autovacuum would), so no run measures a scan of it.
+    client.batch_execute(&format!("VACUUM {table}")).await.expect("vacuum");
     eprintln!("loaded {n} rows in {load:.1} s, built the HNSW index in {build:.1} s");
 
     let scope = [ScopeBase { kb_id: kb, org_id: None }];
@@ -137,6 +172,68 @@ async fn main() {
             p50 / exact_p50,
             recall / queries as f64
         );
+    }
+    // Each mode, on the same probes: a query is a point and five words of one topic.
+    let asked: Vec<(Vec<f32>, String)> = (0..queries)
+        .map(|_| {
+            let (topic, point) = near_topic(&mut rng, &centroids);
+            (point, words(&mut rng, topic, 5))
+        })
+        .collect();
+    // `--depth N`: both legs' depth in hybrid (the deployment's default otherwise).
+    let mut settings = sluice_domain::config::SearchSettings::default();
+    if let Some(depth) = flag("--depth").and_then(|v| v.parse().ok()) {
+        (settings.vector_depth, settings.keyword_depth) = (depth, depth);
+    }
+    println!();
+    println!("| search | mode | queries | p50 ms | p95 ms | p50 ratio to `vector` |");
+    println!("|---|---|---|---|---|---|");
+    for (label, filters) in &cases[..2] {
+        let mut vector_p50 = 0.0;
+        let depth = settings.vector_depth;
+        let deep_vector = format!("vector, top {depth}");
+        let deep_keyword = format!("keyword, top {depth}");
+        for mode in ["vector", "keyword", deep_vector.as_str(), deep_keyword.as_str(), "hybrid"] {
+            let run = async |(probe, text): &(Vec<f32>, String)| match mode {
+                "vector" => db.search_chunks(&name, &scope, filters, probe, 10).await.expect("vector").len(),
+                "keyword" => db.search_keyword(&name, &scope, filters, text, 10).await.expect("keyword").len(),
+                m if m == deep_vector => db.search_chunks(&name, &scope, filters, probe, depth).await.expect("v").len(),
+                m if m == deep_keyword => {
+                    db.search_keyword(&name, &scope, filters, text, depth).await.expect("keyword").len()
+                }
+                _ => {
+                    let (vector, keyword) = tokio::join!(
+                        db.search_chunks(&name, &scope, filters, probe, settings.vector_depth),
+                        db.search_keyword(&name, &scope, filters, text, settings.keyword_depth)
+                    );
+                    let fused = sluice_knowledge::search::fuse(
+                        vector.expect("vector"),
+                        keyword.expect("keyword"),
+                        settings.rrf_k,
+                    );
+                    fused.len().min(10)
+                }
+            };
+            for query in asked.iter().take(10) {
+                run(query).await;
+            }
+            let mut took = Vec::new();
+            for query in &asked {
+                let started = Instant::now();
+                run(query).await;
+                took.push(started.elapsed().as_secs_f64() * 1000.0);
+            }
+            took.sort_by(f64::total_cmp);
+            let p50 = percentile(&took, 0.5);
+            if mode == "vector" {
+                vector_p50 = p50;
+            }
+            println!(
+                "| {label} | {mode} | {queries} | {p50:.2} | {:.2} | {:.2} |",
+                percentile(&took, 0.95),
+                p50 / vector_p50
+            );
+        }
     }
     if args.iter().any(|a| a == "--keep") {
         eprintln!("kept {table} (base {kb})");
