@@ -14,14 +14,9 @@ pub async fn run(kb_id: Uuid) -> ExitCode {
         ExitCode::FAILURE
     };
     let sdk = sluice_blob::sdk_config().await;
-    let (config, db) = match crate::sync::operator(&sdk).await {
+    let (config, db, base) = match crate::sync::operator_base(&sdk, kb_id).await {
         Ok(operator) => operator,
         Err(error) => return fail(error),
-    };
-    let base = match db.knowledge_base(kb_id, Uuid::nil()).await {
-        Ok(Some(held)) => held.base,
-        Ok(None) => return fail(format!("no knowledge base {kb_id}")),
-        Err(error) => return fail(format!("database: {error}")),
     };
     let chunking = base.chunking();
     let (run_id, jobs) = match db.start_reindex(kb_id, &chunking.to_value()).await {

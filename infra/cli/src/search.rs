@@ -16,14 +16,9 @@ pub async fn run(kb_id: Uuid, text: String, mode: Mode, explain: bool, top_k: i6
         return fail(error.to_string());
     }
     let sdk = sluice_blob::sdk_config().await;
-    let (config, db) = match crate::sync::operator(&sdk).await {
+    let (config, db, base) = match crate::sync::operator_base(&sdk, kb_id).await {
         Ok(operator) => operator,
         Err(error) => return fail(error),
-    };
-    let base = match db.knowledge_base(kb_id, Uuid::nil()).await {
-        Ok(Some(held)) => held.base,
-        Ok(None) => return fail(format!("no knowledge base {kb_id}")),
-        Err(error) => return fail(format!("database: {error}")),
     };
     let state = sluice_knowledge::State::new(config, db, &sdk);
     let query = Query { text, mode, top_k, filters: Default::default(), explain };

@@ -35,6 +35,20 @@ pub async fn operator(sdk: &aws_config::SdkConfig) -> Result<(sluice_domain::Con
     Ok((config, db))
 }
 
+/// What an operator command about one base starts from: the deployment's configuration,
+/// its database and the base `kb_id`, or the error to print.
+pub async fn operator_base(
+    sdk: &aws_config::SdkConfig,
+    kb_id: Uuid,
+) -> Result<(sluice_domain::Config, sluice_store::Db, sluice_store::KnowledgeBase), String> {
+    let (config, db) = operator(sdk).await?;
+    match db.knowledge_base(kb_id, Uuid::nil()).await {
+        Ok(Some(held)) => Ok((config, db, held.base)),
+        Ok(None) => Err(format!("no knowledge base {kb_id}")),
+        Err(error) => Err(format!("database: {error}")),
+    }
+}
+
 /// A queue's URL from `variable`, else the URL of the queue `name`.
 async fn queue_url(sdk: &aws_config::SdkConfig, variable: &str, name: &str) -> Option<String> {
     if let Ok(url) = std::env::var(variable) {

@@ -157,20 +157,18 @@ async fn grant_login(
     let exists = tx.query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&app.username]).await?.is_some();
     let verb = if exists { "ALTER" } else { "CREATE" };
     // Identifiers and literals quoted by the server itself.
-    let role: String = tx
-        .query_one(
-            &format!(
-                "SELECT format('{verb} ROLE %I WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION \
+    run_composed(
+        tx,
+        &format!(
+            "SELECT format('{verb} ROLE %I WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION \
                  NOBYPASSRLS PASSWORD %L', $1::text, $2::text)"
-            ),
-            &[&app.username, &verifier],
-        )
-        .await?
-        .get(0);
-    tx.batch_execute(&role).await?;
-    let grants: String = tx
-        .query_one(
-            "SELECT format('GRANT CONNECT ON DATABASE %1$I TO %2$I;
+        ),
+        &[&app.username, &verifier],
+    )
+    .await?;
+    run_composed(
+        tx,
+        "SELECT format('GRANT CONNECT ON DATABASE %1$I TO %2$I;
                  REVOKE CREATE ON SCHEMA public FROM PUBLIC;
                  REVOKE ALL ON SCHEMA public FROM %2$I;
                  GRANT USAGE ON SCHEMA public TO %2$I;
@@ -184,50 +182,56 @@ async fn grant_login(
                  current_database(), $1::text,
                  CASE WHEN $2 THEN 'GRANT EXECUTE' ELSE 'REVOKE EXECUTE' END,
                  CASE WHEN $2 THEN 'TO' ELSE 'FROM' END)",
-            &[&app.username, &vector_tables],
-        )
-        .await?
-        .get(0);
-    tx.batch_execute(&grants).await?;
+        &[&app.username, &vector_tables],
+    )
+    .await?;
     // The keyword leg's term statistics are written by the vector tables' triggers alone.
-    let read_only: String = tx
-        .query_one(
-            "SELECT coalesce(string_agg(format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON public.%I FROM %I;', \
+    run_composed(
+        tx,
+        "SELECT coalesce(string_agg(format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON public.%I FROM %I;', \
              c.relname, $1::text), ''), '') \
              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
              WHERE n.nspname = 'public' AND c.relkind = 'r' \
              AND obj_description(c.oid, 'pg_class') = 'sluice:term-statistics'",
-            &[&app.username],
-        )
-        .await?
-        .get(0);
-    tx.batch_execute(&read_only).await?;
+        &[&app.username],
+    )
+    .await?;
     if vector_tables {
         // Ingest, knowledge and teardown never touch chat attachments or the sweep's cursors.
-        let narrowed: String = tx
-            .query_one("SELECT format('REVOKE ALL ON chat_files, sweep_cursors FROM %I;', $1::text)", &[&app.username])
-            .await?
-            .get(0);
-        tx.batch_execute(&narrowed).await?;
-    }
-    if !vector_tables {
+        run_composed(
+            tx,
+            "SELECT format('REVOKE ALL ON chat_files, sweep_cursors FROM %I;', $1::text)",
+            &[&app.username],
+        )
+        .await?;
+    } else {
         // Vector tables made later by the vector login get the default privileges: for this
         // login, reading and deleting only. Those that exist now, the same.
-        let narrowed: String = tx
-            .query_one(
-                "SELECT format('ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE INSERT, UPDATE ON TABLES FROM %1$I; \
-                 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON secrets, embedding_endpoints, kb_grants FROM %1$I; \
-                 REVOKE ALL ON audit_log FROM %1$I;', $1::text) \
-                 || coalesce(string_agg(format('REVOKE INSERT, UPDATE ON public.%I FROM %I;', c.relname, $1::text), ''), '') \
-                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-                 WHERE n.nspname = 'public' AND c.relkind = 'r' \
-                 AND obj_description(c.oid, 'pg_class') = 'sluice:vector-table'",
-                &[&app.username],
-            )
-            .await?
-            .get(0);
-        tx.batch_execute(&narrowed).await?;
+        run_composed(
+            tx,
+            "SELECT format('ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE INSERT, UPDATE ON TABLES FROM %1$I; \
+             REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON secrets, embedding_endpoints, kb_grants FROM %1$I; \
+             REVOKE ALL ON audit_log FROM %1$I;', $1::text) \
+             || coalesce(string_agg(format('REVOKE INSERT, UPDATE ON public.%I FROM %I;', c.relname, $1::text), ''), '') \
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = 'public' AND c.relkind = 'r' \
+             AND obj_description(c.oid, 'pg_class') = 'sluice:vector-table'",
+            &[&app.username],
+        )
+        .await?;
     }
+    Ok(())
+}
+
+/// Runs the statements `composer` (a query answering one text) writes: the server quotes
+/// every identifier and literal in them itself.
+async fn run_composed(
+    tx: &deadpool_postgres::Transaction<'_>,
+    composer: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<(), StoreError> {
+    let statements: String = tx.query_one(composer, params).await?.get(0);
+    tx.batch_execute(&statements).await?;
     Ok(())
 }
 
