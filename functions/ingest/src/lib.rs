@@ -20,7 +20,7 @@ pub use error::IngestError;
 use sluice_blob::{Blob, BlobError};
 use sluice_chunk::chunk;
 use sluice_domain::Config;
-use sluice_domain::ingestion::IngestionConfig;
+use sluice_domain::ingestion::{IngestionConfig, OutputFormat};
 use sluice_embed::client::{RetryPolicy, Target, embed};
 use sluice_embed::credentials::target_for;
 use sluice_embed::tokens;
@@ -318,7 +318,8 @@ struct ContextualChunk {
 /// The document's non-blank chunks under `config`, each with its context.
 fn contextual_chunks(text: &str, config: &IngestionConfig, document: &Document) -> Vec<ContextualChunk> {
     use sluice_chunk::context::{Outline, chunk_context, heading_paths, path_at, title_from_filename};
-    let paths = heading_paths(text, Outline::of_filetype(&document.filetype));
+    let paths =
+        heading_paths(text, Outline::of(&document.filetype, document.parsed_format == Some(OutputFormat::Markdown)));
     let title = title_from_filename(&document.filename);
     chunk(text, config)
         .into_iter()

@@ -11,7 +11,7 @@ use lambda_http::{Body, Response};
 use serde_json::json;
 use sluice_domain::Caller;
 use sluice_domain::access::Access;
-use sluice_store::{INGEST_TOPIC, ReindexStart};
+use sluice_store::{OutboxMessage, ReindexStart};
 use sluice_web::json_response;
 use uuid::Uuid;
 
@@ -56,14 +56,15 @@ async fn send_within_budget(state: &State, run_id: Uuid, jobs: &[sluice_store::O
             tracing::info!(%run_id, "re-index jobs left for the sweep to send");
             return;
         }
-        let payloads: Vec<serde_json::Value> = batch.iter().map(|job| job.payload.clone()).collect();
-        if let Err(error) = state.dispatcher.send_all(INGEST_TOPIC, &payloads).await {
-            tracing::warn!(%error, %run_id, "re-index jobs not all sent; the sweep will send them");
-            return;
-        }
-        let ids: Vec<Uuid> = batch.iter().map(|job| job.id).collect();
-        if let Err(error) = state.db.mark_all_dispatched(&ids).await {
-            tracing::warn!(%error, %run_id, "re-index jobs sent but not marked; the sweep may send them again");
+        // Most go to ingest; a document to be written in another output format, to parse.
+        for (topic, payloads, ids) in OutboxMessage::by_topic(batch) {
+            if let Err(error) = state.dispatcher.send_all(topic, &payloads).await {
+                tracing::warn!(%error, %run_id, "re-index jobs not all sent; the sweep will send them");
+                return;
+            }
+            if let Err(error) = state.db.mark_all_dispatched(&ids).await {
+                tracing::warn!(%error, %run_id, "re-index jobs sent but not marked; the sweep may send them again");
+            }
         }
     }
 }

@@ -9,7 +9,7 @@
 
 use crate::{ParseError, State};
 use sluice_blob::BlobError;
-use sluice_domain::ingestion::IngestionConfig;
+use sluice_domain::ingestion::{IngestionConfig, OutputFormat};
 use sluice_formats::{ExtractOptions, OcrOptions};
 use sluice_queue::jobs::{DocumentJob, STAGE_LEASE};
 use sluice_store::{Document, PARSE_DOCUMENT_TOPIC, Stage, Turn};
@@ -133,6 +133,7 @@ fn document_options(config: &sluice_domain::Config, document: &Document) -> Extr
     // Only the reading settings are used here, and no model changes them.
     let ingestion = IngestionConfig::from_stored(Some(&document.ingestion_config), None).unwrap_or_default();
     let mut options = ExtractOptions::new(config.document_text_max_chars)
+        .with_markdown(ingestion.output_format == OutputFormat::Markdown)
         .with_max_pages(ingestion.max_pages)
         .with_ocr(ingestion.auto_ocr.then_some(OcrOptions { dpi: ingestion.ocr_dpi, max_pages: ingestion.max_pages }));
     options.time_limit = config.document_parse_time_limit;
@@ -158,6 +159,11 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
         }
     };
     let ocr_spans = extraction.ocr_spans;
+    let (format, content_type) = if extraction.markdown {
+        (OutputFormat::Markdown, "text/markdown; charset=utf-8")
+    } else {
+        (OutputFormat::Text, "text/plain; charset=utf-8")
+    };
     let own_date = extraction.date;
     let Some(text) = extraction.text.filter(|t| !t.trim().is_empty()) else {
         let why = extraction.unreadable.unwrap_or_else(|| "the document holds no text".to_owned());
@@ -172,9 +178,9 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
         tracing::warn!(id = %document.id, max_chars, "document text cut at the budget");
     }
     let parsed = parsed_key(document);
-    state.blob.put_encrypted(&parsed, bytes::Bytes::from(text), "text/plain; charset=utf-8").await?;
+    state.blob.put_encrypted(&parsed, bytes::Bytes::from(text), content_type).await?;
     let date = own_date.map(|own| (own.date, own.source.as_str()));
-    if !state.db.set_parsed_path(document.id, &parsed, &ocr_spans, date).await? {
+    if !state.db.set_parsed_path(document.id, &parsed, format, &ocr_spans, date).await? {
         // Deleted while it was parsed: what was just written is garbage. The removal is
         // queued first, so it outlives a failure here and the sweep finishes it.
         let objects = [parsed];

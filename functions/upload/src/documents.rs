@@ -121,6 +121,7 @@ pub async fn ingest(
         chunk_count: 0,
         storage_path: Some(storage_path.clone()),
         parsed_path: None,
+        parsed_format: None,
         organizational_unit: unit,
         source: "upload".to_owned(),
         document_date: OffsetDateTime::now_utc().date(),
@@ -313,6 +314,7 @@ pub async fn create_intent(
         chunk_count: 0,
         storage_path: Some(storage_path),
         parsed_path: None,
+        parsed_format: None,
         organizational_unit: unit,
         source: "upload".to_owned(),
         document_date: OffsetDateTime::now_utc().date(),
@@ -411,7 +413,15 @@ async fn dispatch(state: &AppState, outbox_id: Uuid, id: Uuid) {
 
 /// `GET /rag/supported-formats`: exactly what ingestion can route here.
 pub fn supported_formats() -> Response<Body> {
-    let extensions: Vec<String> =
-        sluice_formats::ingestible_extensions().into_iter().map(|e| format!(".{e}")).collect();
-    json_response(200, &json!({ "formats": extensions }))
+    let dotted = |e: &str| format!(".{e}");
+    let extensions: Vec<String> = sluice_formats::ingestible_extensions().into_iter().map(dotted).collect();
+    let markdown: Vec<String> = sluice_domain::ingestion::MARKDOWN_FILETYPES.iter().map(|e| dotted(e)).collect();
+    json_response(
+        200,
+        &json!({
+            "formats": extensions,
+            "output_formats": {"markdown": markdown, "text": extensions},
+            "default_output_format": sluice_domain::ingestion::OutputFormat::default().as_str(),
+        }),
+    )
 }

@@ -10,6 +10,7 @@ use serde_json::json;
 use sluice_blob::BlobError;
 use sluice_domain::Caller;
 use sluice_domain::access::{self, Access};
+use sluice_domain::ingestion::OutputFormat;
 use sluice_store::Document;
 use sluice_web::json_response;
 use std::time::Duration;
@@ -53,8 +54,8 @@ pub async fn get(state: &AppState, caller: &Caller, id: Uuid) -> Result<Response
 }
 
 /// `GET /rag/documents/{id}/text?offset&limit`: `limit` characters of the parsed text from
-/// character `offset`, with `total_chars` and the `next_offset` to ask for (`null` at the
-/// end). `404` while the document has no parsed text (not parsed yet, or failed before).
+/// character `offset`, with `total_chars`, the `format` it was written in (`text` or
+/// `markdown`) and the `next_offset` to ask for (`null` at the end). `404` while the document has no parsed text (not parsed yet, or failed before).
 pub async fn text(
     state: &AppState,
     caller: &Caller,
@@ -81,6 +82,7 @@ pub async fn text(
             "offset": offset,
             "limit": limit,
             "total_chars": page.total_chars,
+            "format": document.parsed_format.unwrap_or(OutputFormat::Text).as_str(),
             "text": page.text,
             "next_offset": page.next_offset,
         }),

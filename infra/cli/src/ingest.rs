@@ -130,6 +130,7 @@ async fn one_file(
         chunk_count: 0,
         storage_path: Some(format!("documents/{}/{}/{label}", base.id, id.simple())),
         parsed_path: None,
+        parsed_format: None,
         organizational_unit: None,
         source: "operator".to_owned(),
         document_date: now.date(),

@@ -3,7 +3,7 @@
 //! one is indexed again. The deployment's ingest function does the work; this starts the
 //! run, sends its jobs and watches.
 
-use sluice_store::{INGEST_TOPIC, ReindexStart};
+use sluice_store::{OutboxMessage, ReindexStart};
 use std::process::ExitCode;
 use std::time::Duration;
 use uuid::Uuid;
@@ -27,10 +27,10 @@ pub async fn run(kb_id: Uuid) -> ExitCode {
         Err(error) => return fail(format!("database: {error}")),
     };
     let dispatcher = sluice_queue::jobs::Dispatcher::new(aws_sdk_sqs::Client::new(&sdk), config.job_routes());
-    let payloads: Vec<serde_json::Value> = jobs.iter().map(|job| job.payload.clone()).collect();
-    if dispatcher.send_all(INGEST_TOPIC, &payloads).await.is_ok() {
-        let ids: Vec<Uuid> = jobs.iter().map(|job| job.id).collect();
-        let _ = db.mark_all_dispatched(&ids).await;
+    for (topic, payloads, ids) in OutboxMessage::by_topic(&jobs) {
+        if dispatcher.send_all(topic, &payloads).await.is_ok() {
+            let _ = db.mark_all_dispatched(&ids).await;
+        }
     }
     let bar = indicatif::ProgressBar::new(jobs.len() as u64);
     bar.set_style(

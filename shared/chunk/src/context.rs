@@ -2,8 +2,9 @@
 //! its document's title and the path of headings it sits under. The headings are those the
 //! parsed text itself marks: a markdown document's `#` headings (outside code fences), a
 //! presentation's `--- Slide N ---` markers (with the slide's first line as its title) and
-//! a workbook's `Sheet: name` lines. Formats whose text the parsers still write flat (PDF,
-//! DOCX, ODT, HTML) have a title and no headings.
+//! a workbook's `Sheet: name` lines. DOCX, ODT and HTML parsed as markdown
+//! (`output_format`) have `#` headings; as text, they and the formats the parsers write flat
+//! (PDF, text) have a title and no headings.
 
 use crate::is_heading;
 use sluice_domain::ingestion::ChunkContext;
@@ -18,7 +19,12 @@ pub enum Outline {
 }
 
 impl Outline {
-    pub fn of_filetype(filetype: &str) -> Self {
+    /// How a document's parsed text marks its sections: by its file type, or as markdown
+    /// when the parser wrote it so.
+    pub fn of(filetype: &str, parsed_as_markdown: bool) -> Self {
+        if parsed_as_markdown {
+            return Self::Markdown;
+        }
         match filetype.to_ascii_lowercase().as_str() {
             "md" | "markdown" => Self::Markdown,
             "pptx" | "ppt" | "odp" => Self::Slides,
@@ -146,6 +152,10 @@ mod tests {
         let paths = heading_paths(sheets, Outline::Sheets);
         assert_eq!(path_at(&paths, sheets.find('c').expect("in")), ["Staff"]);
         assert!(heading_paths("# Not markdown here\n", Outline::Flat).is_empty());
+        assert_eq!(Outline::of("docx", false), Outline::Flat);
+        assert_eq!(Outline::of("docx", true), Outline::Markdown);
+        assert_eq!(Outline::of("md", false), Outline::Markdown);
+        assert_eq!(Outline::of("pptx", false), Outline::Slides);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! How a collection chunks and reads what it ingests (`knowledge_bases.ingestion_config`):
 //! chunking (and what each chunk is indexed by besides its text, `chunk_context`), and OCR
 //! of scanned pages and images (`auto_ocr`, `ocr_languages`, `ocr_dpi`,
-//! `max_pages`); and the per-upload override merged onto it. One validation for both, so a refusal names the
+//! `max_pages`); how parsed text is written (`output_format`); and the per-upload override merged onto it. One validation for both, so a refusal names the
 //! same fields whichever entry point refused: `ingestion_config.<setting>` for a setting
 //! of its own, `ingestion_config` for the pair rule (`chunk_overlap < chunk_size`).
 
@@ -48,6 +48,33 @@ pub enum ChunkContext {
     TitleAndHeadings,
 }
 
+/// How a document's text is written when it is parsed: flat text (one line a paragraph or
+/// table row, as the parsers always wrote), or markdown that keeps its structure — `#`
+/// headings, lists, pipe tables — so the `markdown` strategy splits at sections and each
+/// chunk knows its heading path. Markdown is the default; the bases that existed before
+/// the setting were given `text` by the migration that added it, so their documents read
+/// as they always did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputFormat {
+    Text,
+    #[default]
+    Markdown,
+}
+
+/// The file types whose parsers write markdown when asked (`output_format: markdown`);
+/// every other format is written as text either way.
+pub const MARKDOWN_FILETYPES: &[&str] = &["docx", "html", "odt"];
+
+impl OutputFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Markdown => "markdown",
+        }
+    }
+}
+
 /// A complete, valid ingestion configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IngestionConfig {
@@ -64,6 +91,8 @@ pub struct IngestionConfig {
     pub max_pages: u32,
     /// What each chunk is embedded and indexed by besides its text.
     pub chunk_context: ChunkContext,
+    /// How parsed text is written: `text` or `markdown`.
+    pub output_format: OutputFormat,
 }
 
 impl Default for IngestionConfig {
@@ -77,6 +106,7 @@ impl Default for IngestionConfig {
             ocr_dpi: DEFAULT_OCR_DPI,
             max_pages: DEFAULT_MAX_PAGES,
             chunk_context: ChunkContext::default(),
+            output_format: OutputFormat::default(),
         }
     }
 }
@@ -125,6 +155,10 @@ impl IngestionConfig {
                 "chunk_context" => {
                     merged.chunk_context = serde_json::from_value(value.clone())
                         .map_err(|_| IngestionConfigError::one(key, "must be none, title or title_and_headings"))?;
+                }
+                "output_format" => {
+                    merged.output_format = serde_json::from_value(value.clone())
+                        .map_err(|_| IngestionConfigError::one(key, "must be markdown or text"))?;
                 }
                 other => return Err(IngestionConfigError::one(other, "is not an ingestion setting")),
             }
@@ -276,7 +310,14 @@ mod tests {
             IngestionConfig::merged(base.clone(), &json!({"chunking_strategy": "semantic"})).expect_err("strategy");
         assert_eq!(refused.fields[0].0, "ingestion_config.chunking_strategy");
         assert!(IngestionConfig::merged(base.clone(), &json!({"parser": "x"})).is_err());
-        assert!(IngestionConfig::merged(base, &json!([1])).is_err());
+        assert!(IngestionConfig::merged(base.clone(), &json!([1])).is_err());
+        let refused = IngestionConfig::merged(base.clone(), &json!({"output_format": "html"})).expect_err("format");
+        assert_eq!(
+            refused.fields[0],
+            ("ingestion_config.output_format".to_owned(), "must be markdown or text".to_owned())
+        );
+        let markdown = IngestionConfig::merged(base, &json!({"output_format": "markdown"})).expect("valid");
+        assert_eq!(markdown.output_format, OutputFormat::Markdown);
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub struct Extraction {
     /// The date the file's own metadata gives, when it gives one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub date: Option<OwnDate>,
+    /// The text is markdown (headings, lists, tables marked), not flat text.
+    #[serde(default)]
+    pub markdown: bool,
 }
 
 /// How much a parse may spend.
@@ -57,6 +60,10 @@ pub struct ExtractOptions {
     pub max_pages: u32,
     /// OCR of scanned pages and images; `None` leaves them without text.
     pub ocr: Option<OcrOptions>,
+    /// Write the formats that have structure (DOCX, ODT, HTML) as markdown; the others
+    /// are written as text either way, and `Extraction::markdown` says which it was.
+    #[serde(default)]
+    pub markdown: bool,
 }
 
 impl ExtractOptions {
@@ -67,7 +74,13 @@ impl ExtractOptions {
             limits: ContainerLimits::default(),
             max_pages: crate::pdf::MAX_PAGES,
             ocr: None,
+            markdown: false,
         }
+    }
+
+    pub fn with_markdown(mut self, markdown: bool) -> Self {
+        self.markdown = markdown;
+        self
     }
 
     pub fn with_ocr(mut self, ocr: Option<OcrOptions>) -> Self {
@@ -122,14 +135,23 @@ pub fn extract(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Resul
                 _ => Markup::Plain,
             };
             let decoded = decode(bytes, markup);
-            // A text file's text is the file itself, kept as is (no trimming) up to the budget.
             let mut budget = TextBudget::new(max_chars, options.time_limit);
-            let _ = budget.push(&decoded.text);
+            let markdown = options.markdown && markup == Markup::Html;
+            if markdown {
+                if crate::markup::html_to_markdown(&decoded.text, &mut budget) == Err(crate::budget::Stop::Time) {
+                    return Ok(Extraction { unreadable: Some(took_too_long(options)), ..Extraction::default() });
+                }
+                budget.trim_end();
+            } else {
+                // A text file's text is the file itself, kept as is (no trimming) up to the budget.
+                let _ = budget.push(&decoded.text);
+            }
             let (text, truncated) = budget.finish();
             Ok(Extraction {
                 text: Some(text),
                 truncated,
                 encoding: Some(decoded.encoding.to_owned()),
+                markdown,
                 ..Extraction::default()
             })
         }
@@ -197,6 +219,10 @@ fn decode_grey(bytes: &[u8]) -> Result<image::GrayImage, String> {
     Ok(reader.decode().map_err(|e| format!("the image cannot be decoded: {e}"))?.to_luma8())
 }
 
+fn took_too_long(options: &ExtractOptions) -> String {
+    format!("reading the file took longer than the {}-second limit", options.time_limit.as_secs())
+}
+
 /// Spans cut to the text's final length (trailing blanks are trimmed after reading).
 fn clamp_spans(spans: Vec<(usize, usize)>, len: usize) -> Vec<(usize, usize)> {
     spans.into_iter().map(|(start, end)| (start.min(len), end.min(len))).filter(|(start, end)| start < end).collect()
@@ -217,9 +243,10 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
             "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" => {
                 Container::open(bytes, options.limits).map_err(ReadError::from).and_then(|mut container| {
                     let read = match kind.extension {
-                        "docx" => office::docx(&mut container, &mut budget),
+                        "docx" => office::docx(&mut container, &mut budget, options.markdown),
                         "pptx" => office::pptx(&mut container, &mut budget),
-                        "odt" | "odp" => office::odf_text(&mut container, &mut budget),
+                        "odt" => office::odf_text(&mut container, &mut budget, options.markdown),
+                        "odp" => office::odf_text(&mut container, &mut budget, false),
                         "ods" => sheets::ods(&mut container, &mut budget).map(|s| extraction.cells = Some(s.cells)),
                         _ => sheets::xlsx(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
                     };
@@ -247,15 +274,14 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
                 extraction.ocr_spans = clamp_spans(scanner.into_spans(), text.len());
             }
             extraction.text = Some(text);
+            // The readers that write markdown (the list `/rag/supported-formats` shows).
+            extraction.markdown = options.markdown && matches!(kind.extension, "docx" | "odt");
         }
         Err(ReadError::Unsafe { code, message }) => {
             return Err(Refusal { code: RefusalCode::UnsafeContainer(code), message });
         }
         Err(ReadError::Unreadable(reason)) => extraction.unreadable = Some(reason),
-        Err(ReadError::Time) => {
-            extraction.unreadable =
-                Some(format!("reading the file took longer than the {}-second limit", options.time_limit.as_secs()))
-        }
+        Err(ReadError::Time) => extraction.unreadable = Some(took_too_long(options)),
     }
     Ok(extraction)
 }

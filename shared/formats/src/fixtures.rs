@@ -27,6 +27,22 @@ pub fn docx(body: &str) -> Vec<u8> {
     ])
 }
 
+/// A DOCX of `(heading level, text)` paragraphs (`None` for body text), its headings in
+/// Word's built-in styles (`Heading1`…), with no styles part: as most files name them.
+pub fn docx_outlined(paragraphs: &[(Option<u8>, &str)]) -> Vec<u8> {
+    let body: String = paragraphs
+        .iter()
+        .map(|(level, text)| {
+            let style = level.map(|l| format!("<w:pPr><w:pStyle w:val=\"Heading{l}\"/></w:pPr>")).unwrap_or_default();
+            format!("<w:p>{style}<w:r><w:t xml:space=\"preserve\">{text}</w:t></w:r></w:p>")
+        })
+        .collect();
+    zip(&[
+        ("[Content_Types].xml", "<Types/>"),
+        ("word/document.xml", &format!("<w:document {W}><w:body>{body}</w:body></w:document>")),
+    ])
+}
+
 /// An XLSX with one sheet, `Data`, whose `sheetData` is `sheet_xml`.
 pub fn xlsx(sheet_xml: &str) -> Vec<u8> {
     zip(&[

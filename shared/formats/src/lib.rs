@@ -13,6 +13,7 @@ pub mod doc;
 pub mod fixtures;
 pub mod johab;
 pub mod kinds;
+pub mod markdown;
 pub mod markup;
 pub mod msg;
 pub mod office;

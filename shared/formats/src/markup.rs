@@ -1,80 +1,276 @@
-//! Reducing markup to text for the `.msg` bodies: HTML, and RTF (with Outlook's
+//! Reducing markup to text for the `.msg` bodies and HTML files (as text, or as markdown
+//! that keeps headings, lists and tables): HTML, and RTF (with Outlook's
 //! compressed-RTF container). Written here because the rules are small and exact: no
 //! script or style content, block elements end lines, table cells are tab-separated.
 
+use crate::budget::{Stop, TextBudget};
+use crate::markdown::{ListMark, MarkdownWriter};
 use encoding_rs::Encoding;
 
 /// The most bytes a compressed RTF body may expand to.
 const MAX_RTF_BYTES: usize = 16 << 20;
+
+/// What the HTML walker sees: text (entities unresolved), and the start or end of an
+/// element by its lower-case name. `script`, `style`, `head` and `title` content and
+/// comments never reach a visitor.
+enum Html<'a> {
+    Text(&'a str),
+    Open(&'a str),
+    Close(&'a str),
+}
+
+/// Walks `html` tag by tag; `visit` returns `false` to stop.
+fn walk_html(html: &str, mut visit: impl FnMut(Html<'_>) -> bool) {
+    let mut skip_until: Option<&'static str> = None;
+    let mut rest = html;
+    while !rest.is_empty() {
+        let Some(open) = rest.find('<') else {
+            if skip_until.is_none() {
+                visit(Html::Text(rest));
+            }
+            return;
+        };
+        if skip_until.is_none() && open > 0 && !visit(Html::Text(&rest[..open])) {
+            return;
+        }
+        let after = &rest[open + 1..];
+        if let Some(comment) = after.strip_prefix("!--") {
+            rest = comment.find("-->").map_or("", |end| &comment[end + 3..]);
+            continue;
+        }
+        let Some(close) = after.find('>') else { return };
+        let tag = &after[..close];
+        rest = &after[close + 1..];
+        let closing = tag.starts_with('/');
+        let name: String = tag
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect::<String>()
+            .to_ascii_lowercase();
+        if let Some(until) = skip_until {
+            if closing && name == until {
+                skip_until = None;
+            }
+            continue;
+        }
+        let go_on = match name.as_str() {
+            "script" | "style" | "head" | "title" if !closing => {
+                skip_until = Some(match name.as_str() {
+                    "script" => "script",
+                    "style" => "style",
+                    "title" => "title",
+                    _ => "head",
+                });
+                true
+            }
+            _ if closing => visit(Html::Close(&name)),
+            _ => visit(Html::Open(&name)),
+        };
+        if !go_on {
+            return;
+        }
+    }
+}
 
 /// HTML reduced to text: tags dropped, `script`/`style`/`head` content skipped, block
 /// elements and `<br>` end lines, cells are tab-separated, entities resolved, runs of
 /// white space collapsed as a browser would.
 pub fn html_to_text(html: &str) -> String {
     let mut out = String::with_capacity(html.len() / 2);
-    let mut skip_until: Option<&'static str> = None;
-    let mut rest = html;
     let mut pending_space = false;
-    while !rest.is_empty() {
-        if let Some(open) = rest.find('<') {
-            if skip_until.is_none() {
-                push_text(&mut out, &rest[..open], &mut pending_space);
+    walk_html(html, |event| {
+        match event {
+            Html::Text(text) => push_text(&mut out, text, &mut pending_space),
+            Html::Open("br") | Html::Close("br") => {
+                out.push('\n');
+                pending_space = false;
             }
-            let after = &rest[open + 1..];
-            if let Some(comment) = after.strip_prefix("!--") {
-                rest = comment.find("-->").map_or("", |end| &comment[end + 3..]);
-                continue;
+            Html::Close("td" | "th") => {
+                out.push('\t');
+                pending_space = false;
             }
-            let Some(close) = after.find('>') else { break };
-            let tag = &after[..close];
-            rest = &after[close + 1..];
-            let closing = tag.starts_with('/');
-            let name: String = tag
-                .trim_start_matches('/')
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric())
-                .collect::<String>()
-                .to_ascii_lowercase();
-            if let Some(until) = skip_until {
-                if closing && name == until {
-                    skip_until = None;
-                }
-                continue;
-            }
-            match name.as_str() {
-                "script" | "style" | "head" | "title" if !closing => {
-                    skip_until = Some(match name.as_str() {
-                        "script" => "script",
-                        "style" => "style",
-                        "title" => "title",
-                        _ => "head",
-                    });
-                }
-                "br" => {
+            Html::Open(name) | Html::Close(name) if is_block(name) => {
+                if !out.is_empty() && !out.ends_with('\n') {
                     out.push('\n');
-                    pending_space = false;
                 }
-                "td" | "th" if closing => {
-                    out.push('\t');
-                    pending_space = false;
-                }
-                "p" | "div" | "tr" | "li" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6" | "table" | "blockquote" | "ul"
-                | "ol" | "pre" | "hr" => {
-                    if !out.is_empty() && !out.ends_with('\n') {
-                        out.push('\n');
-                    }
-                    pending_space = false;
-                }
-                _ => {}
+                pending_space = false;
             }
-        } else {
-            if skip_until.is_none() {
-                push_text(&mut out, rest, &mut pending_space);
-            }
-            break;
+            _ => {}
         }
-    }
+        true
+    });
     tidy_lines(&out)
+}
+
+/// The elements that end a line of text.
+fn is_block(name: &str) -> bool {
+    matches!(
+        name,
+        "p" | "div"
+            | "tr"
+            | "li"
+            | "h1"
+            | "h2"
+            | "h3"
+            | "h4"
+            | "h5"
+            | "h6"
+            | "table"
+            | "blockquote"
+            | "ul"
+            | "ol"
+            | "pre"
+            | "hr"
+    )
+}
+
+/// The elements that start a block of their own in markdown besides those of `is_block`.
+fn is_section(name: &str) -> bool {
+    matches!(
+        name,
+        "section"
+            | "article"
+            | "header"
+            | "footer"
+            | "main"
+            | "nav"
+            | "aside"
+            | "figure"
+            | "figcaption"
+            | "address"
+            | "dl"
+            | "dt"
+            | "dd"
+            | "body"
+            | "caption"
+    )
+}
+
+/// HTML written as markdown into `budget`: `h1`–`h6` as headings, `ul`/`ol` items as list
+/// items at their depth, tables as pipe tables (a nested table's text stays in its cell),
+/// every other block as a paragraph, links as their text; `script`, `style` and `head`
+/// never. Stops when the budget is spent; a time stop is passed up.
+pub fn html_to_markdown(html: &str, budget: &mut TextBudget) -> Result<(), Stop> {
+    let mut page = HtmlPage::default();
+    let mut outcome = Ok(());
+    let mut visited = 0u32;
+    walk_html(html, |event| {
+        visited = visited.wrapping_add(1);
+        let step = if visited.is_multiple_of(4096) { budget.check_time() } else { Ok(()) };
+        outcome = step.and_then(|()| page.visit(event, budget));
+        outcome.is_ok()
+    });
+    outcome?;
+    page.flush(budget)
+}
+
+/// The state of an HTML page being written as markdown.
+#[derive(Default)]
+struct HtmlPage {
+    writer: MarkdownWriter,
+    /// The block being read and what it is.
+    block: String,
+    heading: Option<u8>,
+    pending_space: bool,
+    /// Open lists' marks, innermost last, and how many list items are open.
+    lists: Vec<ListMark>,
+    items: usize,
+    /// Open tables, the row being built and the cell being filled.
+    tables: usize,
+    row: Vec<String>,
+    cell: String,
+}
+
+impl HtmlPage {
+    fn visit(&mut self, event: Html<'_>, budget: &mut TextBudget) -> Result<(), Stop> {
+        if self.tables > 0 {
+            return self.visit_in_table(event, budget);
+        }
+        match event {
+            Html::Text(text) => push_text(&mut self.block, text, &mut self.pending_space),
+            Html::Open("br") | Html::Close("br") => {
+                self.block.push('\n');
+                self.pending_space = false;
+            }
+            Html::Open(name @ ("h1" | "h2" | "h3" | "h4" | "h5" | "h6")) => {
+                self.flush(budget)?;
+                self.heading = name[1..].parse().ok();
+            }
+            Html::Open(name @ ("ul" | "ol")) => {
+                self.flush(budget)?;
+                self.lists.push(if name == "ol" { ListMark::Numbered } else { ListMark::Bullet });
+            }
+            Html::Close("ul" | "ol") => {
+                self.flush(budget)?;
+                self.lists.pop();
+                if self.lists.is_empty() {
+                    self.writer.end_list();
+                }
+            }
+            Html::Open("li") => {
+                self.flush(budget)?;
+                self.items += 1;
+            }
+            Html::Close("li") => {
+                self.flush(budget)?;
+                self.items = self.items.saturating_sub(1);
+            }
+            Html::Open("table") => {
+                self.flush(budget)?;
+                self.tables = 1;
+            }
+            Html::Open(name) | Html::Close(name) if is_block(name) || is_section(name) => self.flush(budget)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Inside a table, text fills the cell; a nested table's rows and cells are spaces in it.
+    fn visit_in_table(&mut self, event: Html<'_>, budget: &mut TextBudget) -> Result<(), Stop> {
+        let nested = self.tables > 1;
+        match event {
+            Html::Text(text) => push_text(&mut self.cell, text, &mut self.pending_space),
+            Html::Open("table") => self.tables += 1,
+            Html::Close("table") if nested => self.tables -= 1,
+            Html::Close("table") => {
+                self.end_row(budget)?;
+                self.tables = 0;
+                self.writer.end_table();
+            }
+            Html::Open("tr") | Html::Close("tr") if !nested => self.end_row(budget)?,
+            Html::Close("td" | "th") if !nested => {
+                self.row.push(std::mem::take(&mut self.cell));
+                self.pending_space = false;
+            }
+            Html::Open(_) | Html::Close(_) => self.pending_space = true,
+        }
+        Ok(())
+    }
+
+    fn end_row(&mut self, budget: &mut TextBudget) -> Result<(), Stop> {
+        if !self.cell.trim().is_empty() {
+            self.row.push(std::mem::take(&mut self.cell));
+        }
+        self.cell.clear();
+        let row = std::mem::take(&mut self.row);
+        self.writer.table_row(budget, &row)
+    }
+
+    /// Writes the block read so far as what it is.
+    fn flush(&mut self, budget: &mut TextBudget) -> Result<(), Stop> {
+        let text = std::mem::take(&mut self.block);
+        self.pending_space = false;
+        let written = match (self.heading.take(), self.items) {
+            (Some(level), _) => self.writer.heading(budget, level, &text),
+            (None, 0) => self.writer.paragraph(budget, &text),
+            (None, items) => {
+                let mark = self.lists.last().copied().unwrap_or(ListMark::Bullet);
+                self.writer.list_item(budget, items - 1, mark, &text)
+            }
+        };
+        written
+    }
 }
 
 fn push_text(out: &mut String, raw: &str, pending_space: &mut bool) {

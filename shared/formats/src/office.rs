@@ -3,7 +3,9 @@
 
 use crate::budget::{Stop, TextBudget};
 use crate::container::{Container, ContainerError};
+use crate::markdown::{ListMark, MarkdownWriter};
 use crate::xml::{Node, XmlError, attribute, local, walk};
+use std::collections::HashMap;
 
 /// Why an office document yields no text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,11 +76,38 @@ struct Paragraphs {
     nodes: u32,
     /// Cap on a paragraph's bytes: no paragraph grows past what the budget could keep.
     para_cap: usize,
+    /// Set when the document is written as markdown: the writer and what the paragraph
+    /// being read is.
+    markdown: Option<(MarkdownWriter, ParagraphKind)>,
+}
+
+/// What a paragraph is, as its properties (DOCX) or element (ODT) say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum ParagraphKind {
+    #[default]
+    Body,
+    Heading(u8),
+    Item(usize, ListMark),
 }
 
 impl Paragraphs {
-    fn new() -> Self {
-        Self { para_cap: PARAGRAPH_CAP_BYTES, ..Self::default() }
+    fn new(markdown: bool) -> Self {
+        Self {
+            para_cap: PARAGRAPH_CAP_BYTES,
+            markdown: markdown.then(|| (MarkdownWriter::default(), ParagraphKind::Body)),
+            ..Self::default()
+        }
+    }
+
+    /// Says what the paragraph being read is (markdown only; text ignores it).
+    fn set_kind(&mut self, kind: ParagraphKind) {
+        if let Some((_, current)) = &mut self.markdown {
+            *current = kind;
+        }
+    }
+
+    fn kind(&self) -> ParagraphKind {
+        self.markdown.as_ref().map_or(ParagraphKind::Body, |(_, kind)| *kind)
     }
 
     fn text(&mut self, s: &str) {
@@ -89,6 +118,8 @@ impl Paragraphs {
 
     fn end_paragraph(&mut self, budget: &mut TextBudget) -> Result<(), WalkStop> {
         let para = std::mem::take(&mut self.para);
+        let kind = self.kind();
+        self.set_kind(ParagraphKind::Body);
         if let Some((_, cell)) = self.tables.last_mut() {
             if !para.trim().is_empty() {
                 if !cell.is_empty() {
@@ -101,8 +132,22 @@ impl Paragraphs {
         if para.trim().is_empty() {
             return Ok(());
         }
+        if let Some((writer, _)) = &mut self.markdown {
+            return match kind {
+                ParagraphKind::Body => writer.paragraph(budget, &para),
+                ParagraphKind::Heading(level) => writer.heading(budget, level, &para),
+                ParagraphKind::Item(depth, mark) => writer.list_item(budget, depth, mark, &para),
+            }
+            .map_err(stop);
+        }
         budget.push(para.trim_end()).map_err(stop)?;
         budget.push("\n").map_err(stop)
+    }
+
+    fn end_list(&mut self) {
+        if let Some((writer, _)) = &mut self.markdown {
+            writer.end_list();
+        }
     }
 
     fn start_table(&mut self) {
@@ -111,6 +156,11 @@ impl Paragraphs {
 
     fn end_table(&mut self) {
         self.tables.pop();
+        if self.tables.is_empty()
+            && let Some((writer, _)) = &mut self.markdown
+        {
+            writer.end_table();
+        }
     }
 
     fn start_row(&mut self) {
@@ -128,6 +178,11 @@ impl Paragraphs {
     fn end_row(&mut self, budget: &mut TextBudget) -> Result<(), WalkStop> {
         let Some((row, _)) = self.tables.last_mut() else { return Ok(()) };
         let cells = std::mem::take(row);
+        if self.tables.len() == 1
+            && let Some((writer, _)) = &mut self.markdown
+        {
+            return writer.table_row(budget, &cells).map_err(stop);
+        }
         let line = cells.join("\t");
         if line.trim().is_empty() {
             return Ok(());
@@ -158,9 +213,17 @@ impl Paragraphs {
 /// No paragraph buffer grows past this; the budget bounds what is kept anyway.
 const PARAGRAPH_CAP_BYTES: usize = 8 << 20;
 
-/// Walks one OOXML part into the budget. `Ok(true)` when the budget is spent.
-fn ooxml_part(xml: &[u8], budget: &mut TextBudget, skip_fields: bool) -> Result<bool, ReadError> {
-    let mut state = Paragraphs::new();
+/// Walks one OOXML part into the budget. `Ok(true)` when the budget is spent. With `styles`
+/// (DOCX written as markdown) each paragraph's style, outline level and numbering say
+/// whether it is a heading or a list item.
+fn ooxml_part(
+    xml: &[u8],
+    budget: &mut TextBudget,
+    state: &mut Paragraphs,
+    skip_fields: bool,
+    styles: Option<&WordStyles>,
+) -> Result<bool, ReadError> {
+    let mut numbering = (None::<String>, 0u8);
     let result = walk(xml, |node| -> Result<bool, WalkStop> {
         state.tick(budget)?;
         match node {
@@ -171,12 +234,35 @@ fn ooxml_part(xml: &[u8], budget: &mut TextBudget, skip_fields: bool) -> Result<
                 "tr" => state.start_row(),
                 "tab" => state.para.push('\t'),
                 "br" | "cr" => state.para.push('\n'),
+                "p" => {
+                    numbering = (None, 0);
+                    state.set_kind(ParagraphKind::Body);
+                }
                 _ => {}
             },
             Node::Empty(e) => match local(e) {
                 "tab" => state.para.push('\t'),
                 "br" | "cr" => state.para.push('\n'),
                 "tc" => state.end_cell(),
+                name @ ("pStyle" | "outlineLvl" | "ilvl" | "numId") => {
+                    if let (Some(styles), Some(value)) = (styles, attribute(e, "val")) {
+                        match name {
+                            "pStyle" => state.set_kind(styles.of_style(&value)),
+                            "outlineLvl" => {
+                                if let Some(level) = outline_level(&value) {
+                                    state.set_kind(ParagraphKind::Heading(level));
+                                }
+                            }
+                            "ilvl" => numbering.1 = value.parse().unwrap_or(0),
+                            _ => {
+                                numbering.0 = Some(value);
+                                if let Some(kind) = styles.of_numbering(numbering.0.as_deref(), numbering.1) {
+                                    state.set_kind(kind);
+                                }
+                            }
+                        }
+                    }
+                }
                 _ => {}
             },
             Node::End(name) => match name {
@@ -199,6 +285,144 @@ fn ooxml_part(xml: &[u8], budget: &mut TextBudget, skip_fields: bool) -> Result<
     }
 }
 
+/// A DOCX outline level (`0` is the top; `9` is body text) as a heading level.
+fn outline_level(value: &str) -> Option<u8> {
+    value.parse::<u8>().ok().filter(|level| *level < 9).map(|level| level + 1)
+}
+
+/// What a DOCX's styles and numbering say about its paragraphs: which styles are headings
+/// (by their name, `heading N` or `Title`, or their outline level) or lists, and which list
+/// levels are numbered.
+#[derive(Debug, Default)]
+struct WordStyles {
+    styles: HashMap<String, ParagraphKind>,
+    /// `numId` to its abstract numbering's id.
+    nums: HashMap<String, String>,
+    /// Abstract numbering id and level to whether it counts or bullets.
+    levels: HashMap<(String, u8), ListMark>,
+}
+
+impl WordStyles {
+    fn read(container: &mut Container<'_>) -> Result<Self, ReadError> {
+        let mut styles = Self::default();
+        if container.contains("word/styles.xml") {
+            let xml = container.read("word/styles.xml")?;
+            styles.read_styles(&xml)?;
+        }
+        if container.contains("word/numbering.xml") {
+            let xml = container.read("word/numbering.xml")?;
+            styles.read_numbering(&xml)?;
+        }
+        Ok(styles)
+    }
+
+    fn read_styles(&mut self, xml: &[u8]) -> Result<(), ReadError> {
+        let mut current: Option<(String, ParagraphKind)> = None;
+        walk(xml, |node| -> Result<bool, ReadError> {
+            match node {
+                Node::Start(e) if local(e) == "style" => {
+                    current = attribute(e, "styleId").map(|id| (id, ParagraphKind::Body));
+                }
+                Node::Empty(e) => {
+                    let Some((_, kind)) = &mut current else { return Ok(true) };
+                    let value = attribute(e, "val").unwrap_or_default();
+                    match local(e) {
+                        "name" => {
+                            let name = value.to_ascii_lowercase();
+                            if name == "title" {
+                                *kind = ParagraphKind::Heading(1);
+                            } else if let Some(level) = name.strip_prefix("heading ").and_then(|n| n.parse::<u8>().ok())
+                            {
+                                *kind = ParagraphKind::Heading(level.clamp(1, 9));
+                            } else if name.starts_with("list bullet") {
+                                *kind = ParagraphKind::Item(0, ListMark::Bullet);
+                            } else if name.starts_with("list number") {
+                                *kind = ParagraphKind::Item(0, ListMark::Numbered);
+                            }
+                        }
+                        "outlineLvl" => {
+                            if let Some(level) = outline_level(&value) {
+                                *kind = ParagraphKind::Heading(level);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                Node::End("style") => {
+                    if let Some((id, kind)) = current.take().filter(|(_, kind)| *kind != ParagraphKind::Body) {
+                        self.styles.insert(id, kind);
+                    }
+                }
+                _ => {}
+            }
+            Ok(true)
+        })
+    }
+
+    fn read_numbering(&mut self, xml: &[u8]) -> Result<(), ReadError> {
+        let mut abstract_id: Option<String> = None;
+        let mut level = 0u8;
+        let mut num_id: Option<String> = None;
+        walk(xml, |node| -> Result<bool, ReadError> {
+            match node {
+                Node::Start(e) => match local(e) {
+                    "abstractNum" => abstract_id = attribute(e, "abstractNumId"),
+                    "lvl" => level = attribute(e, "ilvl").and_then(|l| l.parse().ok()).unwrap_or(0),
+                    "num" => num_id = attribute(e, "numId"),
+                    _ => {}
+                },
+                Node::Empty(e) => match local(e) {
+                    "numFmt" => {
+                        if let (Some(id), Some(format)) = (&abstract_id, attribute(e, "val")) {
+                            let mark = if matches!(format.as_str(), "bullet" | "none") {
+                                ListMark::Bullet
+                            } else {
+                                ListMark::Numbered
+                            };
+                            self.levels.insert((id.clone(), level), mark);
+                        }
+                    }
+                    "abstractNumId" => {
+                        if let (Some(num), Some(id)) = (num_id.take(), attribute(e, "val")) {
+                            self.nums.insert(num, id);
+                        }
+                    }
+                    _ => {}
+                },
+                Node::End("abstractNum") => abstract_id = None,
+                _ => {}
+            }
+            Ok(true)
+        })
+    }
+
+    /// A paragraph style's kind; a style the file does not describe is judged by its id
+    /// (`Heading2`, `Title`), as Word's built-in ids read.
+    fn of_style(&self, id: &str) -> ParagraphKind {
+        if let Some(kind) = self.styles.get(id) {
+            return *kind;
+        }
+        let lower = id.to_ascii_lowercase();
+        match lower.strip_prefix("heading").and_then(|n| n.parse::<u8>().ok()) {
+            Some(level) => ParagraphKind::Heading(level.clamp(1, 9)),
+            None if lower == "title" => ParagraphKind::Heading(1),
+            None => ParagraphKind::Body,
+        }
+    }
+
+    /// A numbered paragraph's list item (`numId` 0 takes numbering away).
+    fn of_numbering(&self, num_id: Option<&str>, level: u8) -> Option<ParagraphKind> {
+        let num_id = num_id.filter(|id| *id != "0")?;
+        let mark = self
+            .nums
+            .get(num_id)
+            .and_then(|abstract_id| self.levels.get(&(abstract_id.clone(), level)))
+            .copied()
+            .unwrap_or(ListMark::Bullet);
+        Some(ParagraphKind::Item(usize::from(level), mark))
+    }
+}
+
 /// Members whose name is `prefix<number>.xml`, in numeric order.
 fn numbered_parts(container: &Container<'_>, prefix: &str) -> Vec<String> {
     let mut parts: Vec<(u32, String)> = container
@@ -213,17 +437,20 @@ fn numbered_parts(container: &Container<'_>, prefix: &str) -> Vec<String> {
     parts.into_iter().map(|(_, name)| name).collect()
 }
 
-/// DOCX: headers, the body (paragraphs and table rows), then footers.
-pub fn docx(container: &mut Container<'_>, budget: &mut TextBudget) -> Result<(), ReadError> {
+/// DOCX: headers, the body (paragraphs and table rows), then footers. As markdown, the
+/// body's headings, lists and tables are marked as such.
+pub fn docx(container: &mut Container<'_>, budget: &mut TextBudget, markdown: bool) -> Result<(), ReadError> {
     if !container.contains("word/document.xml") {
         return Err(ReadError::Unreadable("the container has no word/document.xml".to_owned()));
     }
+    let styles = if markdown { Some(WordStyles::read(container)?) } else { None };
     let headers = numbered_parts(container, "word/header");
     let footers = numbered_parts(container, "word/footer");
     let parts = headers.into_iter().chain(["word/document.xml".to_owned()]).chain(footers);
+    let mut state = Paragraphs::new(markdown);
     for part in parts {
         let xml = container.read(&part)?;
-        if ooxml_part(&xml, budget, false)? {
+        if ooxml_part(&xml, budget, &mut state, false, styles.as_ref())? {
             return Ok(());
         }
     }
@@ -241,12 +468,12 @@ pub fn pptx(container: &mut Container<'_>, budget: &mut TextBudget) -> Result<()
             return Ok(());
         }
         let xml = container.read(slide)?;
-        if ooxml_part(&xml, budget, false)? {
+        if ooxml_part(&xml, budget, &mut Paragraphs::new(false), false, None)? {
             return Ok(());
         }
         if let Some(notes) = notes_for_slide(container, slide)? {
             let xml = container.read(&notes)?;
-            if budget.push("Notes:\n").is_err() || ooxml_part(&xml, budget, true)? {
+            if budget.push("Notes:\n").is_err() || ooxml_part(&xml, budget, &mut Paragraphs::new(false), true, None)? {
                 return Ok(());
             }
         }
@@ -296,21 +523,48 @@ fn resolve_relative(base: &str, target: &str) -> String {
 }
 
 /// ODT and ODP: paragraphs, headings, lists, tables and (ODP) slides with their notes,
-/// from `content.xml`.
-pub fn odf_text(container: &mut Container<'_>, budget: &mut TextBudget) -> Result<(), ReadError> {
+/// from `content.xml`. As markdown (ODT), headings keep their outline level, list items
+/// their depth and whether their list style counts, and tables their rows.
+pub fn odf_text(container: &mut Container<'_>, budget: &mut TextBudget, markdown: bool) -> Result<(), ReadError> {
     if !container.contains("content.xml") {
         return Err(ReadError::Unreadable("the container has no content.xml".to_owned()));
     }
     let xml = container.read("content.xml")?;
-    let mut state = Paragraphs::new();
+    let mut state = Paragraphs::new(markdown);
     let mut slide = 0u32;
+    // The automatic list styles that count (their first level is a number style), the
+    // style being read, and the open lists' marks, innermost last.
+    let mut numbered_styles: Vec<String> = Vec::new();
+    let mut list_style: Option<String> = None;
+    let mut lists: Vec<ListMark> = Vec::new();
     let result = walk(&xml, |node| -> Result<bool, WalkStop> {
         state.tick(budget)?;
         match node {
             Node::Start(e) => match local(e) {
-                "p" | "h" => state.text_depth += 1,
+                name @ ("p" | "h") => {
+                    if state.text_depth == 0 {
+                        let level = attribute(e, "outline-level").and_then(|l| l.parse::<u8>().ok());
+                        state.set_kind(match (name, lists.last()) {
+                            ("h", _) => ParagraphKind::Heading(level.unwrap_or(1).clamp(1, 9)),
+                            (_, Some(mark)) => ParagraphKind::Item(lists.len() - 1, *mark),
+                            _ => ParagraphKind::Body,
+                        });
+                    }
+                    state.text_depth += 1;
+                }
                 "table" => state.start_table(),
                 "table-row" => state.start_row(),
+                "list" => {
+                    let named = attribute(e, "style-name");
+                    let mark = match (&named, lists.last()) {
+                        (Some(name), _) if numbered_styles.contains(name) => ListMark::Numbered,
+                        (None, Some(outer)) => *outer,
+                        _ => ListMark::Bullet,
+                    };
+                    lists.push(mark);
+                }
+                "list-style" => list_style = attribute(e, "name"),
+                "list-level-style-number" => note_numbered(&mut list_style, e, &mut numbered_styles),
                 "page" => {
                     slide += 1;
                     budget.end_line().map_err(stop)?;
@@ -329,6 +583,7 @@ pub fn odf_text(container: &mut Container<'_>, budget: &mut TextBudget) -> Resul
                 "tab" => state.text("\t"),
                 "line-break" => state.text("\n"),
                 "table-cell" | "covered-table-cell" => state.end_cell(),
+                "list-level-style-number" => note_numbered(&mut list_style, e, &mut numbered_styles),
                 _ => {}
             },
             Node::End(name) => match name {
@@ -341,6 +596,13 @@ pub fn odf_text(container: &mut Container<'_>, budget: &mut TextBudget) -> Resul
                 "table-cell" | "covered-table-cell" => state.end_cell(),
                 "table-row" => state.end_row(budget)?,
                 "table" => state.end_table(),
+                "list" => {
+                    lists.pop();
+                    if lists.is_empty() {
+                        state.end_list();
+                    }
+                }
+                "list-style" => list_style = None,
                 _ => {}
             },
             Node::Text(text) => state.text(text),
@@ -350,6 +612,16 @@ pub fn odf_text(container: &mut Container<'_>, budget: &mut TextBudget) -> Resul
     match result {
         Ok(()) | Err(WalkStop::Budget) => Ok(()),
         Err(WalkStop::Read(error)) => Err(error),
+    }
+}
+
+/// A list style whose first level is a number style counts its items.
+fn note_numbered(style: &mut Option<String>, element: &quick_xml::events::BytesStart<'_>, numbered: &mut Vec<String>) {
+    if attribute(element, "level").is_none_or(|level| level == "1")
+        && let Some(name) = style.take()
+        && numbered.len() < 10_000
+    {
+        numbered.push(name);
     }
 }
 

@@ -84,6 +84,105 @@ fn odt_paragraphs_headings_lists_and_tables() {
     );
 }
 
+fn markdown(name: &str, bytes: &[u8]) -> String {
+    let extraction = run_with(name, bytes, ExtractOptions::new(200_000).with_markdown(true))
+        .unwrap_or_else(|r| panic!("{name} refused: {r:?}"));
+    assert!(extraction.markdown, "{name} is written as markdown");
+    extraction.text.unwrap_or_else(|| panic!("{name} has no text: {:?}", extraction.unreadable))
+}
+
+#[test]
+fn docx_as_markdown_keeps_headings_lists_and_tables() {
+    let styles = format!(
+        "<w:styles {W}><w:style w:type=\"paragraph\" w:styleId=\"Kop1\"><w:name w:val=\"heading 1\"/></w:style>\
+         <w:style w:type=\"paragraph\" w:styleId=\"Outlined\"><w:name w:val=\"Chapter\"/><w:pPr><w:outlineLvl w:val=\"1\"/></w:pPr></w:style></w:styles>"
+    );
+    let numbering = format!(
+        "<w:numbering {W}><w:abstractNum w:abstractNumId=\"4\"><w:lvl w:ilvl=\"0\"><w:numFmt w:val=\"decimal\"/></w:lvl>\
+         <w:lvl w:ilvl=\"1\"><w:numFmt w:val=\"bullet\"/></w:lvl></w:abstractNum><w:num w:numId=\"7\"><w:abstractNumId w:val=\"4\"/></w:num></w:numbering>"
+    );
+    let para = |props: &str, text: &str| format!("<w:p><w:pPr>{props}</w:pPr><w:r><w:t>{text}</w:t></w:r></w:p>");
+    let body = [
+        para("<w:pStyle w:val=\"Title\"/>", "Pump manual"),
+        para("<w:pStyle w:val=\"Kop1\"/>", "Installing"),
+        para("", "Bolt the frame down."),
+        para("<w:numPr><w:ilvl w:val=\"0\"/><w:numId w:val=\"7\"/></w:numPr>", "Level the base"),
+        para("<w:numPr><w:ilvl w:val=\"1\"/><w:numId w:val=\"7\"/></w:numPr>", "check twice"),
+        para("<w:pStyle w:val=\"Heading3\"/>", ""),
+        para("<w:pStyle w:val=\"Outlined\"/>", "Seals"),
+        "<w:tbl><w:tr><w:tc><w:p><w:r><w:t>Part</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>Code</w:t></w:r></w:p></w:tc></w:tr>\
+         <w:tr><w:tc><w:p><w:pPr><w:pStyle w:val=\"Kop1\"/></w:pPr><w:r><w:t>Lip seal</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>LS|40</w:t></w:r></w:p></w:tc></w:tr></w:tbl>"
+            .to_owned(),
+        para("", "# Not a heading"),
+    ]
+    .concat();
+    let bytes = zip(&[
+        ("[Content_Types].xml", "<Types/>"),
+        ("word/document.xml", &format!("<w:document {W}><w:body>{body}</w:body></w:document>")),
+        ("word/styles.xml", &styles),
+        ("word/numbering.xml", &numbering),
+    ]);
+    assert_eq!(
+        markdown("manual.docx", &bytes),
+        "# Pump manual\n\n# Installing\n\nBolt the frame down.\n\n1. Level the base\n  - check twice\n\n## Seals\n\n\
+         | Part | Code |\n| --- | --- |\n| Lip seal | LS\\|40 |\n\n\\# Not a heading"
+    );
+    // The same document as text is what it always was.
+    assert_eq!(
+        text("manual.docx", &bytes),
+        "Pump manual\nInstalling\nBolt the frame down.\nLevel the base\ncheck twice\nSeals\nPart\tCode\nLip seal\tLS|40\n# Not a heading"
+    );
+}
+
+#[test]
+fn odt_as_markdown_keeps_outline_levels_lists_and_tables() {
+    let body = "<office:automatic-styles><text:list-style style:name=\"L2\" xmlns:style=\"urn:oasis:names:tc:opendocument:xmlns:style:1.0\">\
+                <text:list-level-style-number text:level=\"1\"/></text:list-style></office:automatic-styles>\
+                <office:text><text:h text:outline-level=\"1\">Heading</text:h><text:h text:outline-level=\"2\">Sub</text:h>\
+                <text:p>Para<text:s text:c=\"2\"/>with <text:span>span</text:span></text:p>\
+                <text:list><text:list-item><text:p>item one</text:p><text:list><text:list-item><text:p>inner</text:p></text:list-item></text:list></text:list-item></text:list>\
+                <text:list text:style-name=\"L2\"><text:list-item><text:p>first</text:p></text:list-item></text:list>\
+                <table:table><table:table-row><table:table-cell><text:p>c1</text:p></table:table-cell><table:table-cell><text:p>c2</text:p></table:table-cell></table:table-row>\
+                <table:table-row><table:table-cell><text:p>d1</text:p></table:table-cell></table:table-row></table:table></office:text>";
+    assert_eq!(
+        markdown("doc.odt", &odf("application/vnd.oasis.opendocument.text", body)),
+        "# Heading\n\n## Sub\n\nPara  with span\n\n- item one\n  - inner\n\n1. first\n\n| c1 | c2 |\n| --- | --- |\n| d1 |  |"
+    );
+}
+
+#[test]
+fn html_as_markdown_keeps_headings_lists_tables_and_link_text_but_never_scripts() {
+    let html = "<html><head><title>T</title><style>p{}</style></head><body><h1>Guide</h1>\
+                <p>Read <a href=\"https://x\">the manual</a> first.<br>Then go.</p><script>alert(1)</script>\
+                <ul><li>one<ol><li>inner</li></ol></li><li>two</li></ul><h3>Parts &amp; codes</h3>\
+                <table><tr><th>Part</th><th>Code</th></tr><tr><td>Seal</td><td>S-1<table><tr><td>nested</td></tr></table></td></tr></table>\
+                <div>After</div></body></html>";
+    assert_eq!(
+        markdown("page.html", html.as_bytes()),
+        "# Guide\n\nRead the manual first.\nThen go.\n\n- one\n  1. inner\n- two\n\n### Parts & codes\n\n\
+         | Part | Code |\n| --- | --- |\n| Seal | S-1 nested |\n\nAfter"
+    );
+    // As text, an HTML file is the file itself.
+    assert_eq!(text("page.html", html.as_bytes()), html);
+}
+
+#[test]
+fn markdown_is_asked_of_formats_without_structure_and_they_stay_text() {
+    let extraction = run_with("notes.txt", b"# a\nb", ExtractOptions::new(1000).with_markdown(true)).expect("accepted");
+    assert!(!extraction.markdown);
+    assert_eq!(extraction.text.as_deref(), Some("# a\nb"));
+}
+
+#[test]
+fn markdown_stays_within_the_budget() {
+    let html = format!("<h1>Title</h1><p>{}</p>", "word ".repeat(1000));
+    let extraction = run_with("big.html", html.as_bytes(), ExtractOptions::new(100).with_markdown(true)).expect("ok");
+    assert!(extraction.truncated);
+    let text = extraction.text.expect("text");
+    assert!(text.starts_with("# Title\n\nword word"), "{text}");
+    assert_eq!(text.split("\n\n[The rest").next().map(|t| t.chars().count()), Some(100));
+}
+
 #[test]
 fn odp_slides_and_notes() {
     let body = "<office:presentation><draw:page><draw:frame><draw:text-box><text:p>Slide text</text:p></draw:text-box></draw:frame>\

@@ -6,6 +6,7 @@ use crate::removals::queue_removal;
 use crate::vectors::vector_width;
 use crate::{Db, StoreError};
 use sluice_domain::collection::vector_table;
+use sluice_domain::ingestion::OutputFormat;
 use time::{Date, OffsetDateTime};
 use tokio_postgres::Row;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
@@ -30,6 +31,9 @@ pub struct Document {
     pub chunk_count: i32,
     pub storage_path: Option<String>,
     pub parsed_path: Option<String>,
+    /// How the stored parsed text is written (`None` before it is parsed; text parsed
+    /// before the setting existed reads as `text`).
+    pub parsed_format: Option<OutputFormat>,
     pub organizational_unit: Option<String>,
     pub source: String,
     pub document_date: Date,
@@ -60,7 +64,7 @@ const DOCUMENT_COLUMNS: &str = "id, collection_name, kb_id, org_id, owner_id, fi
     mime_type, status, error_message, vector_document_id, chunk_count, storage_path, parsed_path, \
     organizational_unit, source, document_date, content_hash, ingestion_config, replace_previous, created_at, \
     completed_at, source_path, sync_source_id, sync_run_id, source_etag, replaces_document_id, ocr_spans, date_source, \
-    truncated_chunks, bytes_judged";
+    truncated_chunks, bytes_judged, parsed_format";
 
 fn document(row: &Row) -> Document {
     Document {
@@ -79,6 +83,12 @@ fn document(row: &Row) -> Document {
         chunk_count: row.get("chunk_count"),
         storage_path: row.get("storage_path"),
         parsed_path: row.get("parsed_path"),
+        parsed_format: row.get::<_, Option<String>>("parsed_path").map(|_| {
+            match row.get::<_, Option<String>>("parsed_format").as_deref() {
+                Some("markdown") => OutputFormat::Markdown,
+                _ => OutputFormat::Text,
+            }
+        }),
         organizational_unit: row.get("organizational_unit"),
         source: row.get("source"),
         document_date: row.get("document_date"),
@@ -182,6 +192,26 @@ pub struct OutboxMessage {
     pub id: Uuid,
     pub topic: String,
     pub payload: serde_json::Value,
+}
+
+impl OutboxMessage {
+    /// `messages` grouped by topic (in the order each topic first appears): each topic's
+    /// payloads and row ids, to send with one call a topic.
+    pub fn by_topic(messages: &[Self]) -> Vec<(&str, Vec<serde_json::Value>, Vec<Uuid>)> {
+        let mut groups: Vec<(&str, Vec<serde_json::Value>, Vec<Uuid>)> = Vec::new();
+        for message in messages {
+            let at = match groups.iter().position(|(topic, _, _)| *topic == message.topic) {
+                Some(at) => at,
+                None => {
+                    groups.push((&message.topic, Vec::new(), Vec::new()));
+                    groups.len() - 1
+                }
+            };
+            groups[at].1.push(message.payload.clone());
+            groups[at].2.push(message.id);
+        }
+        groups
+    }
 }
 
 /// One chunk to write, with its vector.
@@ -404,6 +434,7 @@ impl Db {
         &self,
         id: Uuid,
         path: &str,
+        format: OutputFormat,
         ocr_spans: &[(usize, usize)],
         own_date: Option<(Date, &str)>,
     ) -> Result<bool, StoreError> {
@@ -412,9 +443,9 @@ impl Db {
         let (date, source) = own_date.unzip();
         let updated = client
             .execute(
-                "UPDATE rag_documents SET parsed_path = $2, ocr_spans = $3, \
+                "UPDATE rag_documents SET parsed_path = $2, parsed_format = $6, ocr_spans = $3, \
                  document_date = coalesce($4, document_date), date_source = coalesce($5, date_source) WHERE id = $1",
-                &[&id, &path, &spans, &date, &source],
+                &[&id, &path, &spans, &date, &source, &format.as_str()],
             )
             .await?;
         Ok(updated == 1)

@@ -27,6 +27,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (16, "secret_kinds", include_str!("../migrations/0016_secret_kinds.sql")),
     (17, "keyword_search", include_str!("../migrations/0017_keyword_search.sql")),
     (18, "keyword_statistics", include_str!("../migrations/0018_keyword_statistics.sql")),
+    (19, "output_format", include_str!("../migrations/0019_output_format.sql")),
 ];
 
 /// The schema version this build's code is written against.

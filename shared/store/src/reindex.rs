@@ -1,10 +1,13 @@
 //! Re-indexing a base: every indexed document is chunked again from its parsed text under
-//! the base's current configuration and goes through ingestion again (never parse), its
+//! the base's current configuration and goes through ingestion again — or through parse
+//! first, when its text was written in another `output_format` than the configuration asks
+//! and its format has one to write (its stored original is read again) — its
 //! old chunks searchable until the new ones replace them in one transaction. A run counts
 //! its documents, so progress reads as done/total.
 
 use crate::collections::teardown_reserved;
-use crate::{Db, OutboxMessage, StoreError};
+use crate::{Db, OutboxMessage, PARSE_DOCUMENT_TOPIC, StoreError};
+use sluice_domain::ingestion::IngestionConfig;
 use uuid::Uuid;
 
 /// The outbox topic the ingest function consumes.
@@ -64,23 +67,30 @@ impl Db {
         }
         let run_id = Uuid::new_v4();
         // Synced documents leave their sync run: a re-index is not the run's to count.
+        let reparsed = sluice_domain::ingestion::MARKDOWN_FILETYPES;
+        let format =
+            serde_json::from_value::<IngestionConfig>(config.clone()).map(|c| c.output_format).unwrap_or_default();
         let taken = tx
             .query(
                 "UPDATE rag_documents SET status = 'processing', ingestion_config = $3, reindex_run_id = $2, \
                  error_message = NULL, completed_at = NULL, attempt_started_at = now(), ingest_started_at = NULL, \
-                 sync_run_id = NULL \
-                 WHERE kb_id = $1 AND status = 'done' AND parsed_path IS NOT NULL RETURNING id",
-                &[&kb_id, &run_id, config],
+                 parse_started_at = NULL, sync_run_id = NULL \
+                 WHERE kb_id = $1 AND status = 'done' AND parsed_path IS NOT NULL \
+                 RETURNING id, CASE WHEN filetype = ANY($4) AND storage_path IS NOT NULL \
+                     AND coalesce(parsed_format, 'text') <> $5 THEN $6 ELSE $7 END AS topic",
+                &[&kb_id, &run_id, config, &reparsed, &format.as_str(), &PARSE_DOCUMENT_TOPIC, &INGEST_TOPIC],
             )
             .await?;
         let ids: Vec<Uuid> = taken.iter().map(|row| row.get(0)).collect();
+        let topics: Vec<String> = taken.iter().map(|row| row.get(1)).collect();
         tx.execute("DELETE FROM rag_chunk_staging WHERE document_id = ANY($1)", &[&ids]).await?;
         let jobs = tx
             .query(
                 "INSERT INTO outbox (id, topic, payload) \
-                 SELECT gen_random_uuid(), $2, jsonb_build_object('document_id', d) FROM unnest($1::uuid[]) AS d \
+                 SELECT gen_random_uuid(), t, jsonb_build_object('document_id', d) \
+                 FROM unnest($1::uuid[], $2::text[]) AS j(d, t) \
                  RETURNING id, topic, payload",
-                &[&ids, &INGEST_TOPIC],
+                &[&ids, &topics],
             )
             .await?
             .iter()

@@ -1,0 +1,136 @@
+//! Documents keep their structure on the running stack: a base writes DOCX, ODT and HTML as
+//! markdown by default, each chunk knows the headings it sits under (and is found by them),
+//! the read-back says which format the text is in, and a re-index to another
+//! `output_format` reads the stored original again.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use sluice_e2e::{Stack, User};
+use sluice_formats::fixtures::{self, docx_outlined};
+use uuid::Uuid;
+
+const ODF: &str = r#"xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0""#;
+
+fn odt(body: &str) -> Vec<u8> {
+    fixtures::zip(&[
+        ("mimetype", "application/vnd.oasis.opendocument.text"),
+        (
+            "content.xml",
+            &format!(
+                "<office:document-content {ODF}><office:body><office:text>{body}</office:text></office:body></office:document-content>"
+            ),
+        ),
+    ])
+}
+
+/// Every hit of a keyword query in base `kb`, best first.
+async fn keyword(stack: &Stack, user: &User, kb: &str, query: &str) -> Vec<Value> {
+    let body = json!({"query": query, "knowledge_base_ids": [kb], "mode": "keyword", "top_k": 20});
+    let (status, found) = stack.call_json(user, Method::POST, "/rag/search", Some(body)).await;
+    assert_eq!(status, 200, "{found}");
+    found["results"].as_array().expect("results").clone()
+}
+
+async fn parsed_text(stack: &Stack, user: &User, id: &str) -> Value {
+    let (status, text) = stack.call_json(user, Method::GET, &format!("/rag/documents/{id}/text"), None).await;
+    assert_eq!(status, 200, "{text}");
+    text
+}
+
+#[tokio::test]
+async fn docx_odt_and_html_are_written_as_markdown_and_each_chunk_knows_its_headings() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let body = json!({"name": "Plant manuals", "scope": "org", "embedding_provider": "local",
+        "embedding_model": "all-minilm-l6-v2",
+        "ingestion_config": {"chunk_size": 200, "chunk_overlap": 0, "chunking_strategy": "markdown"}});
+    let (status, base) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
+    assert_eq!(status, 201, "{base}");
+    assert_eq!(base["ingestion_config"]["output_format"], "markdown", "the default for a new base: {base}");
+    let kb = base["id"].as_str().expect("id").to_owned();
+
+    let docx = docx_outlined(&[
+        (Some(1), "Boiler"),
+        (None, "The boiler heats the feed water for the whole plant."),
+        (Some(2), "Blowdown"),
+        (None, "Open the valve for ten seconds at every shift change."),
+    ]);
+    let odt = odt("<text:h text:outline-level=\"1\">Cooling tower</text:h>\
+                   <text:h text:outline-level=\"2\">Drift eliminators</text:h>\
+                   <text:p>Inspect the louvres for scale twice a year.</text:p>");
+    let html = "<html><head><title>x</title><script>var hidden = 'zanzibar';</script></head><body>\
+                <h1>Compressor</h1><h2>Intercooler</h2><p>Drain the condensate trap daily.</p>\
+                <table><tr><th>Part</th><th>Code</th></tr><tr><td>Trap</td><td>CT-9</td></tr></table></body></html>";
+    let mut ids = Vec::new();
+    for (name, bytes) in [("boiler.docx", docx), ("tower.odt", odt), ("compressor.html", html.as_bytes().to_vec())] {
+        let accepted = stack.upload_document(&user, &kb, name, &bytes).await;
+        ids.push(accepted["tracking_id"].as_str().expect("id").to_owned());
+    }
+    stack.indexed(&user, &kb).await;
+
+    // Each hit carries the headings of its section, in every format.
+    for (query, heading) in [
+        ("shift change valve", json!(["Boiler", "Blowdown"])),
+        ("louvres scale", json!(["Cooling tower", "Drift eliminators"])),
+        ("condensate trap", json!(["Compressor", "Intercooler"])),
+    ] {
+        let hits = keyword(&stack, &user, &kb, query).await;
+        let first = hits.first().unwrap_or_else(|| panic!("{query:?} found nothing"));
+        assert_eq!(first["metadata"]["heading"], heading, "{query:?}: {first}");
+    }
+    // Found by a heading its own text never names; the table's cells are in their rows.
+    let by_heading = keyword(&stack, &user, &kb, "intercooler").await;
+    assert!(
+        by_heading.iter().any(|hit| hit["content"].as_str().expect("content").contains("| Trap | CT-9 |")),
+        "{by_heading:?}"
+    );
+    assert_eq!(keyword(&stack, &user, &kb, "zanzibar").await, Vec::<Value>::new(), "a script's text is never read");
+
+    let text = parsed_text(&stack, &user, &ids[0]).await;
+    assert_eq!(text["format"], "markdown", "{text}");
+    assert_eq!(
+        text["text"],
+        "# Boiler\n\nThe boiler heats the feed water for the whole plant.\n\n## Blowdown\n\n\
+         Open the valve for ten seconds at every shift change."
+    );
+    let (status, formats) = stack.call_json(&user, Method::GET, "/rag/supported-formats", None).await;
+    assert_eq!(status, 200, "{formats}");
+    assert_eq!(formats["output_formats"]["markdown"], json!([".docx", ".html", ".odt"]), "{formats}");
+    assert_eq!(formats["default_output_format"], "markdown");
+
+    // To text: a re-index reads each original again, and the headings go with the markup.
+    let patch = json!({"ingestion_config": {"output_format": "text"}});
+    let (status, patched) = stack.call_json(&user, Method::PATCH, &format!("/kb/{kb}"), Some(patch)).await;
+    assert_eq!(status, 200, "{patched}");
+    let (status, started) = stack.call_json(&user, Method::POST, &format!("/kb/{kb}/reindex"), None).await;
+    assert_eq!(status, 202, "{started}");
+    sluice_e2e::eventually("the re-index ends", std::time::Duration::from_secs(90), async || {
+        let (_, ingestion) = stack.call_json(&user, Method::GET, &format!("/kb/{kb}/ingestion"), None).await;
+        ingestion["reindexing"].is_null() && ingestion["indexing_status"] == "complete"
+    })
+    .await;
+    let text = parsed_text(&stack, &user, &ids[0]).await;
+    assert_eq!(text["format"], "text", "{text}");
+    assert_eq!(
+        text["text"],
+        "Boiler\nThe boiler heats the feed water for the whole plant.\nBlowdown\nOpen the valve for ten seconds at every shift change."
+    );
+    let html_text = parsed_text(&stack, &user, &ids[2]).await;
+    assert!(html_text["text"].as_str().expect("text").starts_with("<html>"), "an HTML file as text is itself");
+    let hits = keyword(&stack, &user, &kb, "shift change valve").await;
+    assert_eq!(hits.first().map(|hit| hit["metadata"]["heading"].clone()), Some(Value::Null), "{hits:?}");
+}
+
+#[tokio::test]
+async fn an_output_format_that_is_not_one_is_refused_by_name() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let body = json!({"name": "Bad", "scope": "org", "embedding_provider": "local",
+        "embedding_model": "all-minilm-l6-v2", "ingestion_config": {"output_format": "pdf"}});
+    let (status, refused) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["error"]["details"]["fields"]["ingestion_config.output_format"], "must be markdown or text");
+    let (status, listed) = stack.call_json(&user, Method::GET, "/kb", None).await;
+    assert_eq!(status, 200, "{listed}");
+    assert!(!listed.to_string().contains("\"Bad\""), "nothing was created: {listed}");
+}
