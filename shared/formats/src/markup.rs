@@ -261,15 +261,14 @@ impl HtmlPage {
     fn flush(&mut self, budget: &mut TextBudget) -> Result<(), Stop> {
         let text = std::mem::take(&mut self.block);
         self.pending_space = false;
-        let written = match (self.heading.take(), self.items) {
+        match (self.heading.take(), self.items) {
             (Some(level), _) => self.writer.heading(budget, level, &text),
             (None, 0) => self.writer.paragraph(budget, &text),
             (None, items) => {
                 let mark = self.lists.last().copied().unwrap_or(ListMark::Bullet);
                 self.writer.list_item(budget, items - 1, mark, &text)
             }
-        };
-        written
+        }
     }
 }
 
