@@ -365,28 +365,38 @@ async fn the_migrate_function_answers_cloudformation() {
 }
 
 #[tokio::test]
-async fn an_upgrade_to_bm25_counts_an_existing_collection_and_indexes_its_context_from_then_on() {
+async fn an_upgrade_to_keyword_search_never_rewrites_a_collection_and_fills_it_online() {
     let stack = Stack::from_env().await;
     let target = fresh_database(&stack).await;
-    let admin = Db::open(&target, &stack.admin_login, 1).expect("pool");
-    // The schema of the release before: a collection with chunks and no statistics.
-    assert_eq!(admin.migrate_schema_to(17).await.expect("schema 17"), (1..=17).collect::<Vec<_>>());
+    let admin = Db::open(&target, &stack.admin_login, 2).expect("pool");
+    // The schema of the release before keyword search: a collection with chunks.
+    assert_eq!(admin.migrate_schema_to(16).await.expect("schema 16"), (1..=16).collect::<Vec<_>>());
     let client = admin_client(&stack, &target).await;
-    client.execute("SELECT sluice_create_vector_table('old', 3)", &[]).await.expect("a schema-17 table");
+    client.execute("SELECT sluice_create_vector_table('old', 3)", &[]).await.expect("a schema-16 table");
     let kb = Uuid::new_v4();
+    let insert = "INSERT INTO rag_old (id, kb_id, document_id, chunk_index, content, embedding) \
+                  VALUES (gen_random_uuid(), $1, gen_random_uuid(), 0, $2, '[1,0,0]')";
     for text in ["pump seal kit", "pump pump valve"] {
-        client
-            .execute(
-                "INSERT INTO rag_old (id, kb_id, document_id, chunk_index, content, embedding) \
-                 VALUES (gen_random_uuid(), $1, gen_random_uuid(), 0, $2, '[1,0,0]')",
-                &[&kb, &text],
-            )
-            .await
-            .expect("chunk");
+        client.execute(insert, &[&kb, &text]).await.expect("chunk");
     }
-    let upgraded = admin.migrate_deploy(&stack.app_login, &stack.vector_login).await.expect("upgrade");
-    assert_eq!(upgraded.applied, (18..=SCHEMA_VERSION).collect::<Vec<_>>());
+    // Enough rows for the backfill to take several batches.
+    client
+        .execute(
+            "INSERT INTO rag_old (id, kb_id, document_id, chunk_index, content, embedding) \
+             SELECT gen_random_uuid(), $1, gen_random_uuid(), n, 'filler ' || n, '[0,1,0]' \
+             FROM generate_series(1, 4500) AS n",
+            &[&Uuid::new_v4()],
+        )
+        .await
+        .expect("filler");
+    let file_of = async || -> u32 {
+        client.query_one("SELECT pg_relation_filenode('rag_old')::oid", &[]).await.expect("filenode").get(0)
+    };
+    let before = file_of().await;
 
+    // The migrations change the catalog only: the table is the same file (never rewritten).
+    admin.migrate_schema_to(SCHEMA_VERSION).await.expect("upgrade");
+    assert_eq!(file_of().await, before, "the upgrade rewrote the table");
     let counted = |lexeme: &'static str| {
         let client = &client;
         async move {
@@ -401,9 +411,9 @@ async fn an_upgrade_to_bm25_counts_an_existing_collection_and_indexes_its_contex
             (row.get::<_, i64>(0), row.get::<_, i64>(1))
         }
     };
-    assert_eq!(counted("").await, (2, 6), "the base's totals: two chunks, six words");
-    assert_eq!(counted("pump").await, (2, 3));
-    // From then on a chunk's context is indexed with it, and counted by the triggers.
+    // Until the online phase reaches them, old rows count nowhere; a new row at once, with
+    // its context.
+    assert_eq!(counted("").await, (0, 0));
     client
         .execute(
             "INSERT INTO rag_old (id, kb_id, document_id, chunk_index, content, context, embedding) \
@@ -413,7 +423,45 @@ async fn an_upgrade_to_bm25_counts_an_existing_collection_and_indexes_its_contex
         .await
         .expect("a chunk with context");
     assert_eq!(counted("centrifug").await, (1, 1));
-    assert_eq!(counted("").await, (3, 9));
+    assert_eq!(counted("").await, (1, 3));
+
+    // Out of time at once: nothing done, the table still pending.
+    let stopped = admin.finish_online_upgrades(Some(std::time::Instant::now())).await.expect("online");
+    assert_eq!((stopped.rows_filled, stopped.pending.clone()), (0, vec!["rag_old".to_owned()]));
+    // While another run holds the work, a second run leaves it to it.
+    let holder = admin_client(&stack, &target).await;
+    let online_lock = 0x0005_11CF_i64;
+    holder.execute("SELECT pg_advisory_lock($1)", &[&online_lock]).await.expect("hold the online lock");
+    let taken = admin.finish_online_upgrades(None).await.expect("online");
+    assert_eq!((taken.rows_filled, taken.pending), (0, vec!["rag_old".to_owned()]));
+    holder.execute("SELECT pg_advisory_unlock($1)", &[&online_lock]).await.expect("let it go");
+
+    let online = admin.finish_online_upgrades(None).await.expect("online");
+    assert_eq!(online.rows_filled, 4502, "every old row, once");
+    assert_eq!(online.tables_finished, ["rag_old"]);
+    assert_eq!(file_of().await, before, "filled in place, never rewritten");
+    assert_eq!(counted("").await, (3, 9), "the base's totals: three chunks, nine words");
+    assert_eq!(counted("pump").await, (2, 3));
+    let unfilled: i64 = client
+        .query_one("SELECT count(*) FROM rag_old WHERE search_vector IS NULL OR search_length IS NULL", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(unfilled, 0);
+    let valid: bool = client
+        .query_one(
+            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = 'rag_old$text'",
+            &[],
+        )
+        .await
+        .expect("the GIN index")
+        .get(0);
+    assert!(valid);
+    assert_eq!(admin.finish_online_upgrades(None).await.expect("again"), sluice_store::OnlineUpgrades::default());
+    // An update keeps the columns (the row trigger), and the statistics with them.
+    client.execute("UPDATE rag_old SET content = 'valve' WHERE content = 'pump seal kit'", &[]).await.expect("update");
+    assert_eq!(counted("pump").await, (1, 2));
+    assert_eq!(counted("").await, (3, 7));
     let language: String = client
         .query_one(
             "SELECT col_description('rag_old'::regclass, attnum) FROM pg_attribute \

@@ -29,17 +29,26 @@ pub async fn handle(
     deployment_embeddings: Option<&str>,
     time_limit: std::time::Duration,
 ) -> (String, Response) {
+    // The online phase ends in time for the answer; what it leaves, the next deploy (or
+    // `sluice migrate`) finishes.
+    let online_deadline = std::time::Instant::now() + time_limit.saturating_sub(ONLINE_MARGIN);
     // Boxed: the whole step's future is deep enough to pass the compiler's layout limit.
-    handle_with(request, time_limit, Box::pin(migrate_from_env(sdk, deployment_embeddings))).await
+    handle_with(request, time_limit, Box::pin(migrate_from_env(sdk, deployment_embeddings, Some(online_deadline))))
+        .await
 }
 
-/// The whole step as the environment configures it: the migrations and logins, then every
-/// secret sealed before kinds were bound sealed again with its kind.
+/// What the online phase leaves of the step's time: the answer, and the batch under way.
+pub const ONLINE_MARGIN: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// The whole step as the environment configures it: the migrations and logins, every
+/// secret sealed before kinds were bound sealed again with its kind, then the online phase
+/// of an upgrade until `online_deadline` (`None`: until it is done).
 pub async fn migrate_from_env(
     sdk: &aws_config::SdkConfig,
     deployment_embeddings: Option<&str>,
+    online_deadline: Option<std::time::Instant>,
 ) -> Result<sluice_store::MigrationReport, String> {
-    let report = sluice_store::Db::migrate_from_env(sdk, deployment_embeddings).await.map_err(|e| e.to_string())?;
+    let mut report = sluice_store::Db::migrate_from_env(sdk, deployment_embeddings).await.map_err(|e| e.to_string())?;
     // The deployment's key (the local stack names it by its alias).
     let key = ["SLUICE_KMS_KEY_ID", "SLUICE_KMS_KEY_ALIAS"]
         .iter()
@@ -52,6 +61,10 @@ pub async fn migrate_from_env(
     let bound = bind_secret_kinds(&db, &vault).await?;
     if bound > 0 {
         tracing::info!(bound, "secrets sealed again, bound to their kind");
+    }
+    report.online = db.finish_online_upgrades(online_deadline).await.map_err(|e| e.to_string())?;
+    if !report.online.pending.is_empty() {
+        tracing::warn!(pending = ?report.online.pending, "keyword columns still being filled; the next migrate run goes on");
     }
     Ok(report)
 }
@@ -150,6 +163,7 @@ pub async fn handle_with<E: std::fmt::Display>(
             response.data.insert("SchemaVersion".to_owned(), report.schema_version.to_string());
             response.data.insert("AppLogin".to_owned(), report.app_login);
             response.data.insert("VectorLogin".to_owned(), report.vector_login);
+            response.data.insert("PendingBackfill".to_owned(), report.online.pending.join(","));
         }
         Err(error) => {
             tracing::error!(%error, "migration failed");

@@ -185,7 +185,7 @@ async fn run() -> ExitCode {
 
 /// `sluice migrate`: the deploy's migrate step; the report on stdout, a failure on stderr.
 async fn migrate() -> ExitCode {
-    match sluice_migrate::migrate_from_env(&sluice_blob::sdk_config().await, None).await {
+    match sluice_migrate::migrate_from_env(&sluice_blob::sdk_config().await, None, None).await {
         Ok(report) => {
             println!("{}", serde_json::json!(report));
             ExitCode::SUCCESS

@@ -66,7 +66,7 @@ async fn serve() -> Result<(), Error> {
     // The local embedding service is registered deployment-wide by the same step, as the
     // in-process model is in AWS.
     let local_embeddings = std::env::var("SLUICE_LOCAL_EMBEDDINGS_URL").ok();
-    let migrated = sluice_migrate::migrate_from_env(&sdk, local_embeddings.as_deref()).await?;
+    let migrated = sluice_migrate::migrate_from_env(&sdk, local_embeddings.as_deref(), None).await?;
     tracing::info!(applied = ?migrated.applied, schema_version = migrated.schema_version, "migrated");
     // Each function with the login the template gives it: ingest, knowledge and teardown the
     // vector login, the others the application login.

@@ -1,8 +1,8 @@
 -- The keyword leg of search: every vector table keeps each chunk's text as a tsvector
 -- (PostgreSQL full-text search, English configuration), generated from `content`, with a GIN
--- index. New tables are made with it; existing ones gain it here (the column is computed for
--- every row once, no re-index and no new embedding). New tables' indexes and primary key are
--- named `rag_<name>$<suffix>` (migration 13).
+-- index. New tables are made with it; existing ones gain it in migration 18, without
+-- rewriting them. New tables' indexes and primary key are named `rag_<name>$<suffix>`
+-- (migration 13).
 
 CREATE OR REPLACE FUNCTION sluice_create_vector_table(collection text, dim integer) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $fn$
@@ -55,19 +55,3 @@ BEGIN
     EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I TO %I', t, session_user);
 END
 $fn$;
-
-DO $keyword$
-DECLARE
-    tbl record;
-BEGIN
-    FOR tbl IN
-        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-        WHERE n.nspname = current_schema() AND c.relkind = 'r'
-          AND obj_description(c.oid, 'pg_class') = 'sluice:vector-table'
-    LOOP
-        EXECUTE format('ALTER TABLE %I ADD COLUMN IF NOT EXISTS search_vector tsvector
-                        GENERATED ALWAYS AS (to_tsvector(''english''::regconfig, content)) STORED', tbl.relname);
-        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I USING gin (search_vector)', tbl.relname || '$text', tbl.relname);
-    END LOOP;
-END
-$keyword$;

@@ -20,7 +20,8 @@ AS $fn$
 $fn$;
 
 -- Statement-level, with the changed rows as transition tables (`removed`, `added`): one
--- aggregate per statement, not one per row. The totals row sorts first, so two writers of a
+-- aggregate per statement, not one per row. A row whose words are not read yet (an upgraded
+-- table's, until the backfill reaches it: `search_vector` NULL) counts nowhere. The totals row sorts first, so two writers of a
 -- base queue on it before they touch any lexeme (writers of a name hold its advisory lock as
 -- well). A base's rows go when its last chunk does.
 CREATE FUNCTION sluice_count_terms() RETURNS trigger
@@ -43,7 +44,7 @@ BEGIN
              SELECT kb, org, lexeme, $1 * sum(chunks), $1 * sum(occurrences) FROM (
                  SELECT coalesce(kb_id, %3$L) AS kb, coalesce(org_id, %3$L) AS org, '''' AS lexeme, 1 AS chunks,
                         c.search_length AS occurrences
-                 FROM %2$I AS c
+                 FROM %2$I AS c WHERE c.search_vector IS NOT NULL
                  UNION ALL
                  SELECT coalesce(kb_id, %3$L), coalesce(org_id, %3$L), u.lexeme, 1, cardinality(u.positions)
                  FROM %2$I AS c, unnest(c.search_vector) AS u) AS counted
@@ -67,8 +68,9 @@ END
 $fn$;
 REVOKE ALL ON FUNCTION sluice_count_terms() FROM PUBLIC;
 
--- Gives the vector table `t` its statistics table, filled from the rows it holds, and the
--- triggers that keep it (named within their table, so any collection name's fit). The caller holds a lock that keeps writers out meanwhile.
+-- Gives the vector table `t` its statistics table and the triggers that keep it (named
+-- within their table, so any collection name's fit). It starts empty: a new table holds no
+-- rows, and an upgraded table's rows are counted as the backfill reads their words.
 CREATE FUNCTION sluice_keep_term_statistics(t text) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $fn$
 DECLARE
@@ -92,15 +94,6 @@ BEGIN
         EXECUTE format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON %I FROM %s', terms, grantee);
     END LOOP;
     EXECUTE format('GRANT SELECT ON %I TO %I', terms, session_user);
-    EXECUTE format('INSERT INTO %I (kb_id, org_id, lexeme, chunks, occurrences)
-        SELECT kb, org, lexeme, sum(chunks), sum(occurrences) FROM (
-            SELECT coalesce(kb_id, %L) AS kb, coalesce(org_id, %2$L) AS org, '''' AS lexeme, 1 AS chunks,
-                   c.search_length AS occurrences
-            FROM %3$I AS c
-            UNION ALL
-            SELECT coalesce(kb_id, %2$L), coalesce(org_id, %2$L), u.lexeme, 1, cardinality(u.positions)
-            FROM %3$I AS c, unnest(c.search_vector) AS u) AS counted
-        GROUP BY kb, org, lexeme', terms, '00000000-0000-0000-0000-000000000000', t);
     EXECUTE format('CREATE TRIGGER %I AFTER INSERT ON %I REFERENCING NEW TABLE AS added
                     FOR EACH STATEMENT EXECUTE FUNCTION sluice_count_terms()', 'terms_added', t);
     EXECUTE format('CREATE TRIGGER %I AFTER DELETE ON %I REFERENCING OLD TABLE AS removed
@@ -203,9 +196,25 @@ $fn$;
 -- it and indexed before its content; the content stays what is stored and returned.
 ALTER TABLE rag_chunk_staging ADD COLUMN context text;
 
--- Existing vector tables: their words are read as English (migration 17 made them so),
--- with the context before the content (the column is computed again, once, for every row:
--- a rewrite of the table, as migration 17's was), and their statistics counted once.
+-- Existing vector tables are upgraded without a rewrite and without holding their lock for
+-- longer than a catalog change: a generated column cannot be added to a table that has rows
+-- without computing it for all of them under an exclusive lock, so theirs are plain columns
+-- that a row trigger fills on every write (`sluice_fill_search_columns`, with the table's
+-- configuration, English, as its argument). Their existing rows are filled afterwards, a
+-- batch per short transaction, by the migrate step's online phase (`Db::finish_online_upgrades`),
+-- which then builds the GIN index concurrently; until it reaches a row, that row is found by
+-- its vector and not yet by its words, and counts in no statistics.
+CREATE FUNCTION sluice_fill_search_columns() RETURNS trigger
+LANGUAGE plpgsql SET search_path = public, pg_temp AS $fn$
+DECLARE
+    body text := coalesce(NEW.context || ' ', '') || NEW.content;
+BEGIN
+    NEW.search_vector := pg_catalog.to_tsvector(TG_ARGV[0]::regconfig, body);
+    NEW.search_length := sluice_word_count(TG_ARGV[0]::regconfig, body);
+    RETURN NEW;
+END
+$fn$;
+
 DO $statistics$
 DECLARE
     tbl record;
@@ -215,14 +224,12 @@ BEGIN
         WHERE n.nspname = current_schema() AND c.relkind = 'r'
           AND obj_description(c.oid, 'pg_class') = 'sluice:vector-table'
     LOOP
-        EXECUTE format('ALTER TABLE %I ADD COLUMN IF NOT EXISTS context text', tbl.relname);
-        EXECUTE format('ALTER TABLE %I DROP COLUMN IF EXISTS search_vector', tbl.relname);
-        EXECUTE format('ALTER TABLE %I ADD COLUMN search_vector tsvector GENERATED ALWAYS AS
-                            (to_tsvector(''english''::regconfig, coalesce(context || '' '', '''') || content)) STORED,
-                        ADD COLUMN search_length integer GENERATED ALWAYS AS
-                            (sluice_word_count(''english''::regconfig, coalesce(context || '' '', '''') || content)) STORED',
+        EXECUTE format('ALTER TABLE %I ADD COLUMN IF NOT EXISTS context text,
+                        DROP COLUMN IF EXISTS search_vector', tbl.relname);
+        EXECUTE format('ALTER TABLE %I ADD COLUMN search_vector tsvector, ADD COLUMN search_length integer',
                        tbl.relname);
-        EXECUTE format('CREATE INDEX %I ON %I USING gin (search_vector)', tbl.relname || '$text', tbl.relname);
+        EXECUTE format('CREATE TRIGGER search_filled BEFORE INSERT OR UPDATE ON %I
+                        FOR EACH ROW EXECUTE FUNCTION sluice_fill_search_columns(%L)', tbl.relname, 'english');
         EXECUTE format('COMMENT ON COLUMN %I.search_vector IS %L', tbl.relname, 'english');
         PERFORM sluice_keep_term_statistics(tbl.relname);
     END LOOP;

@@ -26,7 +26,7 @@ pub use documents::{
     WriteOutcome,
 };
 pub use knowledge::{Claim, Claimant, GrantedBase, KnowledgeBase};
-pub use migrate::{MigrationReport, SCHEMA_VERSION};
+pub use migrate::{MigrationReport, OnlineUpgrades, SCHEMA_VERSION};
 pub use reindex::{INGEST_TOPIC, ReindexProgress, ReindexStart};
 pub use removals::Reaped;
 pub use search::{Hit, ScopeBase, SearchFilters};

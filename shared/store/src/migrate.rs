@@ -36,6 +36,33 @@ pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 /// An arbitrary constant naming Sluice's migration lock.
 const MIGRATION_LOCK: i64 = 0x0005_11CE;
 
+/// The lock one online phase holds (for its session): another finds the work taken.
+const ONLINE_LOCK: i64 = 0x0005_11CF;
+
+/// How many rows one backfill statement fills: a short transaction each, so writers of the
+/// same rows wait for at most one batch.
+const BACKFILL_BATCH: i64 = 2000;
+
+/// The vector tables an upgrade gave trigger-filled keyword columns (migration 18) whose
+/// online phase is unfinished: their GIN index is missing or invalid.
+const PENDING_TABLES: &str = "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+    WHERE n.nspname = current_schema() AND c.relkind = 'r' \
+      AND obj_description(c.oid, 'pg_class') = 'sluice:vector-table' \
+      AND EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = c.oid AND t.tgname = 'search_filled') \
+      AND NOT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid \
+                      WHERE i.indrelid = c.oid AND ic.relname = c.relname || '$text' AND i.indisvalid) \
+    ORDER BY 1";
+
+/// What an online phase did: rows whose keyword columns it filled, the tables it finished
+/// (filled and indexed), and those left for the next run (out of time, or another run holds
+/// them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct OnlineUpgrades {
+    pub rows_filled: u64,
+    pub tables_finished: Vec<String>,
+    pub pending: Vec<String>,
+}
+
 /// What a migrate step did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct MigrationReport {
@@ -45,6 +72,8 @@ pub struct MigrationReport {
     /// The logins the step created or brought up to date.
     pub app_login: String,
     pub vector_login: String,
+    /// What the online phase did, when the step ran it (`Db::finish_online_upgrades`).
+    pub online: OnlineUpgrades,
 }
 
 impl Db {
@@ -79,6 +108,7 @@ impl Db {
             schema_version: SCHEMA_VERSION,
             app_login: app.username.clone(),
             vector_login: vectors.username.clone(),
+            online: OnlineUpgrades::default(),
         })
     }
 
@@ -91,6 +121,30 @@ impl Db {
         let applied = apply_migrations(&tx, version).await?;
         tx.commit().await?;
         Ok(applied)
+    }
+
+    /// The online phase of an upgrade, after the migrations commit: the rows of every vector
+    /// table migration 18 upgraded in place get their keyword columns, a batch per short
+    /// statement in key order (the row trigger computes them; the statistics triggers count
+    /// them), then the table's GIN index is built concurrently — reads and writes go on
+    /// throughout. Stops at `deadline` (`None`: when done) and resumes where the rows are
+    /// still unfilled; idempotent, and one run at a time.
+    pub async fn finish_online_upgrades(
+        &self,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<OnlineUpgrades, StoreError> {
+        let client = self.client().await?;
+        let tables: Vec<String> = client.query(PENDING_TABLES, &[]).await?.iter().map(|r| r.get(0)).collect();
+        if tables.is_empty() {
+            return Ok(OnlineUpgrades::default());
+        }
+        let locked: bool = client.query_one("SELECT pg_try_advisory_lock($1)", &[&ONLINE_LOCK]).await?.get(0);
+        if !locked {
+            return Ok(OnlineUpgrades { pending: tables, ..OnlineUpgrades::default() });
+        }
+        let outcome = online_upgrades(&client, &tables, deadline).await;
+        client.execute("SELECT pg_advisory_unlock($1)", &[&ONLINE_LOCK]).await?;
+        outcome
     }
 
     /// The schema version the database is at (0 before the first migration).
@@ -222,6 +276,60 @@ async fn grant_login(
         .await?;
     }
     Ok(())
+}
+
+async fn online_upgrades(
+    client: &deadpool_postgres::Client,
+    tables: &[String],
+    deadline: Option<std::time::Instant>,
+) -> Result<OnlineUpgrades, StoreError> {
+    let out_of_time = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
+    let mut report = OnlineUpgrades::default();
+    for (at, table) in tables.iter().enumerate() {
+        // Vector table names are collection names (`rag_[a-z0-9_]+`), checked when made.
+        let quoted = format!("\"{}\"", table.replace('"', "\"\""));
+        let index = format!("\"{}\"", format!("{table}$text").replace('"', "\"\""));
+        let fill = format!(
+            "WITH batch AS (SELECT id FROM {quoted} WHERE id > $1 AND search_vector IS NULL ORDER BY id LIMIT $2), \
+                  filled AS (UPDATE {quoted} AS c SET search_vector = NULL FROM batch WHERE c.id = batch.id \
+                             RETURNING c.id) \
+             SELECT count(*), (SELECT id FROM filled ORDER BY id DESC LIMIT 1) FROM filled"
+        );
+        let mut after = uuid::Uuid::nil();
+        loop {
+            if out_of_time() {
+                report.pending.extend(tables[at..].iter().cloned());
+                return Ok(report);
+            }
+            let row = client.query_one(&fill, &[&after, &BACKFILL_BATCH]).await?;
+            let (filled, last): (i64, Option<uuid::Uuid>) = (row.get(0), row.get(1));
+            report.rows_filled += u64::try_from(filled).unwrap_or_default();
+            match last {
+                Some(last) => after = last,
+                None => break,
+            }
+        }
+        // An index a failed concurrent build left invalid is dropped and built again.
+        let invalid = client
+            .query_opt(
+                "SELECT 1 FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid \
+                 WHERE ic.relname = $1 AND NOT i.indisvalid",
+                &[&format!("{table}$text")],
+            )
+            .await?
+            .is_some();
+        if invalid {
+            client.batch_execute(&format!("DROP INDEX CONCURRENTLY IF EXISTS {index}")).await?;
+        }
+        client
+            .batch_execute(&format!(
+                "CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON {quoted} USING gin (search_vector)"
+            ))
+            .await?;
+        tracing::info!(table, "keyword columns filled and indexed");
+        report.tables_finished.push(table.clone());
+    }
+    Ok(report)
 }
 
 /// Runs the statements `composer` (a query answering one text) writes: the server quotes
