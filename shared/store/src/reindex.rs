@@ -13,6 +13,10 @@ use uuid::Uuid;
 /// The outbox topic the ingest function consumes.
 pub const INGEST_TOPIC: &str = "ingest";
 
+/// Whether a document of a re-index is parsed again: its format writes markdown (`$4`), its
+/// original is kept, and its text is in another format than the run asks (`$5`).
+const REPARSE: &str = "(filetype = ANY($4) AND storage_path IS NOT NULL AND coalesce(parsed_format, 'text') <> $5)";
+
 /// How a request to re-index ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReindexStart {
@@ -72,12 +76,13 @@ impl Db {
             serde_json::from_value::<IngestionConfig>(config.clone()).map(|c| c.output_format).unwrap_or_default();
         let taken = tx
             .query(
-                "UPDATE rag_documents SET status = 'processing', ingestion_config = $3, reindex_run_id = $2, \
-                 error_message = NULL, completed_at = NULL, attempt_started_at = now(), ingest_started_at = NULL, \
-                 parse_started_at = NULL, sync_run_id = NULL \
-                 WHERE kb_id = $1 AND status = 'done' AND parsed_path IS NOT NULL \
-                 RETURNING id, CASE WHEN filetype = ANY($4) AND storage_path IS NOT NULL \
-                     AND coalesce(parsed_format, 'text') <> $5 THEN $6 ELSE $7 END AS topic",
+                &format!(
+                    "UPDATE rag_documents SET status = 'processing', ingestion_config = $3, reindex_run_id = $2, \
+                     error_message = NULL, completed_at = NULL, attempt_started_at = now(), ingest_started_at = NULL, \
+                     parse_started_at = CASE WHEN {REPARSE} THEN NULL ELSE parse_started_at END, sync_run_id = NULL \
+                     WHERE kb_id = $1 AND status = 'done' AND parsed_path IS NOT NULL \
+                     RETURNING id, CASE WHEN {REPARSE} THEN $6 ELSE $7 END AS topic"
+                ),
                 &[&kb_id, &run_id, config, &reparsed, &format.as_str(), &PARSE_DOCUMENT_TOPIC, &INGEST_TOPIC],
             )
             .await?;
