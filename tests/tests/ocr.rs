@@ -1,12 +1,15 @@
 //! OCR on the running stack: a scanned PDF in a knowledge base is searchable by what its
-//! second page says, its chunks marked `ocr`; a PDF with a text layer is not OCRed; a
+//! second page says, a scanned two-column paper by a sentence of its right column (read
+//! whole, not interleaved with the left), its chunks marked `ocr`; a PDF with a text layer is not OCRed; a
 //! 2,000-page scan stops at `max_pages` with its note; a chat image gets a preview; and a
 //! language the deployment has no model for is refused where it is configured.
 
 use reqwest::Method;
 use serde_json::{Value, json};
 use sluice_e2e::{Stack, User, file_form};
-use sluice_formats::fixtures::{image_pdf, image_pdf_of, pdf, png_of, scanned_page};
+use sluice_formats::fixtures::{
+    LEFT_COLUMN, RIGHT_COLUMN, image_pdf, image_pdf_of, pdf, pdf_two_columns, png_of, scanned, scanned_page,
+};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
@@ -42,6 +45,30 @@ async fn settled_documents(stack: &Stack, kb_id: &str, expected: usize) -> Vec<(
         assert!(started.elapsed() < Duration::from_secs(240), "still processing: {rows:?}");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+}
+
+#[tokio::test]
+async fn a_scanned_two_column_paper_is_found_by_a_sentence_of_its_right_column_read_whole() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let base = base(&stack, &user, json!({"chunk_size": 300, "chunk_overlap": 0})).await;
+    let kb_id = base["id"].as_str().expect("id");
+    let page = sluice_formats::pdf::render_pages(&pdf_two_columns(LEFT_COLUMN, RIGHT_COLUMN), 150).expect("render");
+    let scan = image_pdf(&[scanned(&page[0].0, 150, 1.2, 21)], 150);
+    stack.upload_document(&user, kb_id, "paper-scan.pdf", &scan).await;
+    stack.indexed(&user, kb_id).await;
+    // The right column's first sentence as it runs across its first two lines.
+    let sentence = format!("{} for the next", RIGHT_COLUMN[0]);
+    let body =
+        json!({"query": "budget for the next quarter council vote", "knowledge_base_ids": [kb_id], "mode": "keyword"});
+    let (status, found) = stack.call_json(&user, Method::POST, "/rag/search", Some(body)).await;
+    assert_eq!(status, 200, "{found}");
+    let first = &found["results"][0];
+    let content = first["content"].as_str().unwrap_or_else(|| panic!("nothing found: {found}"));
+    let flat = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+    // The sentence as the column prints it: no line of the left column inside it.
+    assert!(flat(content).contains(&flat(&sentence)), "{content:?} is not {sentence:?} whole");
+    assert_eq!(first["metadata"]["ocr"], true, "{first}");
 }
 
 #[tokio::test]

@@ -103,6 +103,61 @@ fn pdf_pages(pages: &[&str], info: Option<&str>) -> Vec<u8> {
     pdf_file_with_info(&objects, info_id)
 }
 
+/// A paper's two columns of prose: the left ends with "the last line of the left", the
+/// right opens with "The right column begins".
+pub const LEFT_COLUMN: &[&str] = &[
+    "The harbour authority met on Monday to",
+    "review the dredging permit for the",
+    "northern channel, delayed since the",
+    "survey found silt at the eastern berth.",
+    "Pilots asked for a new mooring plan and",
+    "the council approved repairs to the old",
+    "lighthouse before the winter storms.",
+    "Cargo tonnage rose in March and April,",
+    "and customs dues were paid on time by",
+    "every vessel that used the main quay.",
+    "This paragraph closes the first column",
+    "and this is the last line of the left.",
+];
+pub const RIGHT_COLUMN: &[&str] = &[
+    "The right column begins with the budget",
+    "for the next quarter, which the council",
+    "will vote on at its meeting in May.",
+    "Crane hire costs more than last year,",
+    "so the ledger shows a small deficit",
+    "that the port expects to recover from",
+    "higher traffic through the summer.",
+    "The minutes of the meeting record that",
+    "the survey of the channel will be done",
+    "again once the dredging has finished.",
+    "Questions go to the harbour master at",
+    "the pilot station on the northern pier.",
+];
+
+/// A one-page PDF set as a paper is: `left` and `right` lines in two columns of 10-point
+/// Helvetica (leading 13 points), the right column about 24 points past the left's longest line.
+pub fn pdf_two_columns(left: &[&str], right: &[&str]) -> Vec<u8> {
+    let column = |lines: &[&str], x: u32| -> String {
+        lines.iter().enumerate().map(|(n, l)| format!("BT /F1 10 Tf {x} {} Td ({l}) Tj ET\n", 720 - 13 * n)).collect()
+    };
+    // Helvetica's lowercase averages under half an em: a line of n characters of prose is
+    // under 5n points, so the gutter is at least 24 points (a third of an inch, as a paper's).
+    let widest = left.iter().map(|l| l.len()).max().unwrap_or(0) as u32;
+    let stream = column(left, 54) + &column(right, 54 + widest * 5 + 24);
+    let objects: Vec<Vec<u8>> = [
+        "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),
+        "<< /Type /Pages /Kids [4 0 R] /Count 1 >>".to_owned(),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_owned(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 5 0 R >>"
+            .to_owned(),
+        format!("<< /Length {} >>\nstream\n{stream}endstream", stream.len()),
+    ]
+    .into_iter()
+    .map(String::into_bytes)
+    .collect();
+    pdf_file_with_info(&objects, None)
+}
+
 /// `pdf(pages)` with an Info dictionary of `info` entries (`/CreationDate (D:2019…)`).
 pub fn pdf_with_info(pages: &[&str], info: &str) -> Vec<u8> {
     pdf_pages(pages, Some(info))
@@ -512,10 +567,16 @@ pub fn hostile_archives() -> Vec<(&'static str, Vec<u8>, &'static str)> {
 /// rasterised at `dpi`, then turned by `skew_degrees`, blurred and speckled as a scanner
 /// would, deterministically from `seed`.
 pub fn scanned_page(text: &str, dpi: u32, skew_degrees: f32, seed: u64) -> image::GrayImage {
-    use image::{GrayImage, Luma};
     let page = crate::pdf::render_first_page(&pdf(&[text]), dpi).expect("render the printed page");
+    scanned(&page, dpi, skew_degrees, seed)
+}
+
+/// `page` (rendered at `dpi`) as a scanner would give it back: turned by `skew_degrees`,
+/// blurred and speckled, deterministically from `seed`.
+pub fn scanned(page: &image::GrayImage, dpi: u32, skew_degrees: f32, seed: u64) -> image::GrayImage {
+    use image::{GrayImage, Luma};
     let turned = imageproc::geometric_transformations::rotate_about_center(
-        &page,
+        page,
         skew_degrees.to_radians(),
         imageproc::geometric_transformations::Interpolation::Bilinear,
         Luma([255]),

@@ -177,6 +177,21 @@ fn render(page: &PdfPage<'_>, dpi: u32) -> Result<GrayImage, String> {
     GrayImage::from_raw(width, height, grey).ok_or_else(|| "the rendered page has no pixels".to_owned())
 }
 
+/// Every page of a PDF rendered at `dpi`, with the page's own text layer (for building scan
+/// sets from real documents, whose truth is their text).
+pub fn render_pages(bytes: &[u8], dpi: u32) -> Result<Vec<(GrayImage, String)>, String> {
+    let pdfium = pdfium().map_err(|e| format!("{e:?}"))?;
+    let document = pdfium.load_pdf_from_byte_slice(bytes, None).map_err(|e| e.to_string())?;
+    document
+        .pages()
+        .iter()
+        .map(|page| {
+            let text = page.text().map_err(|e| e.to_string())?.all();
+            Ok((render(&page, dpi)?, text))
+        })
+        .collect()
+}
+
 /// The first page of a PDF rendered at `dpi` (for building scans in tests and benchmarks).
 pub fn render_first_page(bytes: &[u8], dpi: u32) -> Result<GrayImage, String> {
     let pdfium = pdfium().map_err(|e| format!("{e:?}"))?;

@@ -2,7 +2,9 @@
 //! provisioning): scanned PDF pages, TIFF pages and images become text, a text layer is
 //! never OCRed, and the page caps name what they left out.
 
-use sluice_formats::fixtures::{image_pdf, pdf, png_of, scanned_page, tiff_of};
+use sluice_formats::fixtures::{
+    LEFT_COLUMN as LEFT, RIGHT_COLUMN as RIGHT, image_pdf, pdf, pdf_two_columns, png_of, scanned, scanned_page, tiff_of,
+};
 use sluice_formats::{ExtractOptions, OcrOptions, extract, kind_for_filename};
 
 const PAGE_ONE: &str = "Quarterly report for the harbour authority\nThe eastern pier was rebuilt in March\nVessel traffic rose by twelve percent";
@@ -39,6 +41,26 @@ fn a_scanned_pdf_is_read_page_by_page_and_marked_as_ocr() {
     let plain =
         extract(kind_for_filename("scan.pdf").expect("pdf"), &file, &ExtractOptions::new(100_000)).expect("read");
     assert_eq!(plain.text.as_deref().map(str::trim), Some(""));
+}
+
+#[test]
+fn two_columns_are_read_column_by_column_not_across() {
+    let page = sluice_formats::pdf::render_pages(&pdf_two_columns(LEFT, RIGHT), 150).expect("render");
+    let scan = scanned(&page[0].0, 150, 1.2, 11);
+    let file = image_pdf(&[scan], 150);
+    let extraction = extract(kind_for_filename("paper.pdf").expect("pdf"), &file, &ocr(10)).expect("read");
+    let text = extraction.text.expect("text");
+    let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle:?} is not in:\n{text}"));
+    // The right column's first sentence follows the left column's last line.
+    assert!(at("last line of the left") < at("right column begins"), "{text}");
+    assert!(at("The harbour authority") < at("last line of the left"), "{text}");
+    // No line of the text mixes the two columns.
+    for line in text.lines() {
+        let left = LEFT.iter().any(|l| line.contains(&l[..12]));
+        let right = RIGHT.iter().any(|r| line.contains(&r[..12]));
+        assert!(!(left && right), "a line across both columns: {line:?}");
+    }
+    assert!(recall(&LEFT.join(" "), &text) >= 0.9 && recall(&RIGHT.join(" "), &text) >= 0.9, "{text}");
 }
 
 #[test]

@@ -47,6 +47,20 @@ impl RotatedRect {
         self.cx - self.width * self.angle.cos() / 2.0
     }
 
+    /// The part of the rectangle from `u0` to `u1` along its text (0 is its left end).
+    pub fn piece(&self, u0: f32, u1: f32) -> Self {
+        let (sin, cos) = self.angle.sin_cos();
+        let shift = (u0 + u1) / 2.0 - self.width / 2.0;
+        Self { cx: self.cx + shift * cos, cy: self.cy + shift * sin, width: u1 - u0, ..*self }
+    }
+
+    /// The point `u` along the text's centre line, on the page.
+    pub fn along(&self, u: f32) -> (f32, f32) {
+        let (sin, cos) = self.angle.sin_cos();
+        let shift = u - self.width / 2.0;
+        (self.cx + shift * cos, self.cy + shift * sin)
+    }
+
     /// The rectangle through four corners in order (as `min_area_rect` gives them).
     fn from_corners(corners: &[Point<i32>; 4]) -> Self {
         let p = corners.map(|c| (c.x as f32, c.y as f32));
@@ -133,6 +147,39 @@ pub fn sample_line(page: &GrayImage, line: &RotatedRect, width: u32, height: u32
     }
 }
 
+/// The blank stretches across a line, `(from, to)` along it in page pixels, the line's ends
+/// left out: where no column of the line holds more dark pixels (below `ink`) than a
+/// speck of noise does.
+pub fn blank_runs(page: &GrayImage, line: &RotatedRect, ink: u8) -> Vec<(f32, f32)> {
+    let width = line.width.ceil().clamp(1.0, 8000.0) as u32;
+    let height = line.height.ceil().clamp(1.0, 400.0) as u32;
+    let mut dark = vec![0u32; width as usize];
+    sample_line(page, line, width, height, |x, _, value| {
+        if value < f32::from(ink) {
+            dark[x as usize] += 1;
+        }
+    });
+    // Two dark pixels in a column are ink: a dash or a rule is a thin stroke, a speck a dot.
+    let noise = (height / 20).max(2);
+    let scale = line.width / width as f32;
+    let mut runs = Vec::new();
+    let mut start: Option<usize> = None;
+    let mut seen_ink = false;
+    for (x, &count) in dark.iter().enumerate() {
+        if count < noise {
+            if start.is_none() && seen_ink {
+                start = Some(x);
+            }
+        } else {
+            if let Some(from) = start.take() {
+                runs.push((from as f32 * scale, x as f32 * scale));
+            }
+            seen_ink = true;
+        }
+    }
+    runs
+}
+
 fn bilinear(page: &GrayImage, x: f32, y: f32) -> f32 {
     let pixel = |x: i64, y: i64| -> f32 {
         if x < 0 || y < 0 || x >= i64::from(page.width()) || y >= i64::from(page.height()) {
@@ -170,6 +217,23 @@ mod tests {
         assert!((region.angle - angle).abs() < 0.5f32.to_radians(), "{region:?}");
         assert!((region.cx - 100.0).abs() < 2.0 && (region.cy - 50.0).abs() < 2.0, "{region:?}");
         assert!(region.width > 160.0 && region.height > 10.0 && region.height < 40.0, "{region:?}");
+    }
+
+    #[test]
+    fn blank_runs_are_the_gaps_between_inked_stretches() {
+        // Ink at x 10..30, 40..50 and 80..90 (a speck at 60): two gaps, the speck ignored.
+        let page = GrayImage::from_fn(100, 20, |x, y| {
+            let inked = (10..30).contains(&x) || (40..50).contains(&x) || (80..90).contains(&x) || (x == 60 && y == 10);
+            Luma([if inked && (4..16).contains(&y) { 0 } else { 255 }])
+        });
+        let line = RotatedRect { cx: 50.0, cy: 10.0, width: 100.0, height: 20.0, angle: 0.0 };
+        let runs = blank_runs(&page, &line, 128);
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        assert!((runs[0].0 - 30.0).abs() <= 1.0 && (runs[0].1 - 40.0).abs() <= 1.0, "{runs:?}");
+        assert!((runs[1].0 - 50.0).abs() <= 1.0 && (runs[1].1 - 80.0).abs() <= 1.0, "{runs:?}");
+        let piece = line.piece(40.0, 50.0);
+        assert_eq!((piece.cx, piece.width), (45.0, 10.0));
+        assert_eq!(line.along(0.0), (0.0, 10.0));
     }
 
     #[test]

@@ -41,6 +41,11 @@ const BOX_THRESHOLD: f32 = 0.5;
 const UNCLIP_RATIO: f32 = 1.6;
 /// A recognized line's mean character confidence below which it is dropped as noise.
 const TEXT_SCORE: f32 = 0.5;
+/// A kept line's mean character confidence below which it is counted as read poorly.
+const LOW_CONFIDENCE: f32 = 0.8;
+/// The widest piece of a line the recognizer is given, in multiples of its height: longer
+/// lines are cut at word gaps, so every piece is read near the scale it was trained at.
+const MAX_PIECE_RATIO: f32 = 24.0;
 const LINE_HEIGHT: u32 = 48;
 const MIN_LINE_WIDTH: u32 = 320;
 /// The longest line the recognizer is given, in multiples of its height.
@@ -79,6 +84,8 @@ pub struct PageText {
     pub text: String,
     /// Lines recognized.
     pub lines: usize,
+    /// Lines kept though read with low confidence (a poor scan shows many).
+    pub low_confidence_lines: usize,
 }
 
 /// The loaded runtime and models.
@@ -179,25 +186,46 @@ impl Engine {
         if page.width() < 8 || page.height() < 8 {
             return Ok(PageText::default());
         }
-        let mut lines = self.detect(page)?;
+        let ink = imageproc::contrast::otsu_level(page);
+        let mut lines = layout::split_at_column_gaps(page, self.detect(page)?, ink);
         lines.truncate(MAX_LINES);
-        let mut recognized = Vec::with_capacity(lines.len());
-        // Lines of like width share a batch, so little of a batch is padding.
-        let mut order: Vec<usize> = (0..lines.len()).collect();
-        order.sort_by(|&a, &b| lines[a].aspect().total_cmp(&lines[b].aspect()));
+        // Each line in pieces the recognizer reads at its scale: (line, piece).
+        let pieces: Vec<(usize, RotatedRect)> = lines
+            .iter()
+            .enumerate()
+            .flat_map(|(index, line)| cut_at_word_gaps(page, line, ink).into_iter().map(move |piece| (index, piece)))
+            .collect();
+        let mut read: Vec<Option<(String, f32)>> = vec![None; pieces.len()];
+        // Pieces of like width share a batch, so little of a batch is padding.
+        let mut order: Vec<usize> = (0..pieces.len()).collect();
+        order.sort_by(|&a, &b| pieces[a].1.aspect().total_cmp(&pieces[b].1.aspect()));
         for batch in order.chunks(BATCH) {
             if Instant::now() > deadline {
                 return Err(OcrError::Time);
             }
-            let texts = self.recognize(page, batch.iter().map(|&i| &lines[i]))?;
+            let texts = self.recognize(page, batch.iter().map(|&i| &pieces[i].1))?;
             for (&i, text) in batch.iter().zip(texts) {
-                if let Some(text) = text {
-                    recognized.push((lines[i], text));
-                }
+                read[i] = text;
             }
         }
+        // A line's pieces joined in order; its confidence their mean.
+        let mut per_line: Vec<(Vec<String>, f32)> = vec![(Vec::new(), 0.0); lines.len()];
+        for ((index, _), piece) in pieces.iter().zip(read) {
+            if let Some((text, confidence)) = piece {
+                per_line[*index].0.push(text);
+                per_line[*index].1 += confidence;
+            }
+        }
+        let recognized: Vec<(RotatedRect, String, f32)> = lines
+            .iter()
+            .zip(per_line)
+            .filter(|(_, (texts, _))| !texts.is_empty())
+            .map(|(line, (texts, sum))| (*line, texts.join(" "), sum / texts.len() as f32))
+            .collect();
+        let low_confidence_lines = recognized.iter().filter(|(_, _, confidence)| *confidence < LOW_CONFIDENCE).count();
         let count = recognized.len();
-        Ok(PageText { text: layout::reading_order(recognized), lines: count })
+        let text = layout::reading_order(recognized.into_iter().map(|(rect, text, _)| (rect, text)).collect());
+        Ok(PageText { text, lines: count, low_confidence_lines })
     }
 
     /// Text lines on the page, in page coordinates.
@@ -249,12 +277,13 @@ impl Engine {
         Ok(())
     }
 
-    /// Each line's text, or `None` for a line read with too little confidence.
+    /// Each line's text and mean character confidence, or `None` for a line read with too
+    /// little confidence.
     fn recognize<'a>(
         &self,
         page: &GrayImage,
         lines: impl ExactSizeIterator<Item = &'a RotatedRect> + Clone,
-    ) -> Result<Vec<Option<String>>, OcrError> {
+    ) -> Result<Vec<Option<(String, f32)>>, OcrError> {
         let count = lines.len();
         let widest = lines.clone().map(|line| line.aspect()).fold(0f32, f32::max);
         let width = ((LINE_HEIGHT as f32 * widest).ceil() as u32).clamp(MIN_LINE_WIDTH, LINE_HEIGHT * MAX_LINE_RATIO);
@@ -286,7 +315,7 @@ impl Engine {
     }
 
     /// CTC's greedy decoding: the best class at each step, repeats and blanks dropped.
-    fn decode(&self, steps: &[f32], classes: usize) -> Option<String> {
+    fn decode(&self, steps: &[f32], classes: usize) -> Option<(String, f32)> {
         let space = self.characters.len() - 1;
         let mut emitted: Vec<Emitted> = Vec::new();
         let mut confidence = 0f32;
@@ -310,7 +339,8 @@ impl Engine {
         let kept = emitted.len();
         let text = with_word_gaps(&emitted);
         let text = text.trim();
-        (kept > 0 && confidence / kept as f32 >= TEXT_SCORE && !text.is_empty()).then(|| text.to_owned())
+        let mean = confidence / kept.max(1) as f32;
+        (kept > 0 && mean >= TEXT_SCORE && !text.is_empty()).then(|| (text.to_owned(), mean))
     }
 }
 
@@ -357,6 +387,31 @@ fn with_word_gaps(emitted: &[Emitted]) -> String {
         text.push(current.ch);
     }
     text
+}
+
+/// A line in pieces no wider than [`MAX_PIECE_RATIO`] heights, each cut in the middle of
+/// the widest word gap in the last two thirds of its length (a line without one is cut at
+/// the limit).
+fn cut_at_word_gaps(page: &GrayImage, line: &RotatedRect, ink: u8) -> Vec<RotatedRect> {
+    let limit = MAX_PIECE_RATIO * line.height.max(1.0);
+    if line.width <= limit {
+        return vec![*line];
+    }
+    let gaps = geometry::blank_runs(page, line, ink);
+    let mut pieces = Vec::new();
+    let mut start = 0.0;
+    while line.width - start > limit {
+        let window = (start + limit / 3.0)..(start + limit);
+        let cut = gaps
+            .iter()
+            .filter(|(from, to)| window.contains(&((from + to) / 2.0)))
+            .max_by(|a, b| (a.1 - a.0).total_cmp(&(b.1 - b.0)))
+            .map_or(start + limit, |(from, to)| (from + to) / 2.0);
+        pieces.push(line.piece(start, cut));
+        start = cut;
+    }
+    pieces.push(line.piece(start, line.width));
+    pieces
 }
 
 fn engine_failed(error: impl std::fmt::Display) -> OcrError {

@@ -1,12 +1,17 @@
 //! The OCR benchmark's Sluice side (`infra/local/bench-ocr` runs it and Tesseract):
 //!
-//!   bench-ocr generate DIR   a scan set: printed pages rasterised at 150 and 300 dpi with
-//!                            noise, blur and a 1–2° skew, as PNG (one per page), and each
-//!                            resolution's pages as one image-only PDF and one TIFF; the
-//!                            ground truth beside each (`*.gt.txt`)
+//!   bench-ocr generate DIR [CORPUS]   a scan set: printed pages rasterised at 150 and 300
+//!                            dpi with noise, blur and a 1–2° skew, as PNG (one per page,
+//!                            `page-*`), and each resolution's pages as one image-only PDF
+//!                            and one TIFF; with CORPUS (a folder of real text PDFs), every
+//!                            page of each rendered at both resolutions and scanned the same
+//!                            way with a 1.2° skew (`real-<file>-<dpi>-<page>.png`); the
+//!                            ground truth beside each (`*.gt.txt`: a real page's own text layer)
 //!   bench-ocr read DIR       Sluice reads every PNG (then the PDFs and TIFFs), writing
 //!                            `*.sluice.txt`; prints pages/s and peak resident memory
-//!   bench-ocr score DIR ENGINE   character error rate of `*.ENGINE.txt` against the truth
+//!   bench-ocr score DIR ENGINE   character error rate of `*.ENGINE.txt` against the truth;
+//!                            for the real pages also word recall and precision (order-free)
+//!                            per document and resolution
 
 use sluice_formats::fixtures::{image_pdf, png_of, scanned_page, tiff_of};
 use sluice_formats::{ExtractOptions, OcrOptions, extract, kind_for_filename};
@@ -131,6 +136,28 @@ fn generate(dir: &Path) {
     }
 }
 
+/// The real documents' pages, scanned: every page of every PDF in `corpus` at both
+/// resolutions.
+fn generate_real(dir: &Path, corpus: &Path) {
+    let mut pdfs = files(corpus, "pdf");
+    pdfs.sort();
+    for pdf in pdfs {
+        let stem = pdf.file_stem().and_then(|s| s.to_str()).expect("name").to_owned();
+        let bytes = std::fs::read(&pdf).expect("read the PDF");
+        for dpi in [150u32, 300] {
+            let pages = sluice_formats::pdf::render_pages(&bytes, dpi).expect("render");
+            for (n, (page, text)) in pages.iter().enumerate() {
+                let seed = u64::from(dpi) * 1000 + n as u64;
+                let scan = sluice_formats::fixtures::scanned(page, dpi, 1.2, seed);
+                let path = dir.join(format!("real-{stem}-{dpi}-{n}"));
+                std::fs::write(path.with_extension("png"), png_of(&scan)).expect("png");
+                // PDFium marks a word hyphenated at a line's end with U+0002; the page shows "-".
+                std::fs::write(path.with_extension("gt.txt"), text.replace('\u{2}', "-\n")).expect("truth");
+            }
+        }
+    }
+}
+
 fn files(dir: &Path, extension: &str) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("dir")
@@ -169,17 +196,36 @@ fn read(dir: &Path) {
     let started = Instant::now();
     sluice_ocr::engine().expect("the OCR engine (run under infra/local/bench-ocr)");
     println!("engine load: {:.2} s", started.elapsed().as_secs_f64());
-    for dpi in [150, 300] {
-        let pngs: Vec<PathBuf> =
-            files(dir, "png").into_iter().filter(|p| p.to_string_lossy().contains(&format!("-{dpi}-"))).collect();
-        let started = Instant::now();
-        for png in &pngs {
-            std::fs::write(png.with_extension("sluice.txt"), read_one(png)).expect("write");
+    for (set, prefix) in [("real", "real-"), ("generated", "page-")] {
+        for dpi in [150, 300] {
+            let pngs: Vec<PathBuf> = files(dir, "png")
+                .into_iter()
+                .filter(|p| {
+                    let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    name.starts_with(prefix) && name.contains(&format!("-{dpi}-"))
+                })
+                .collect();
+            if pngs.is_empty() {
+                continue;
+            }
+            let started = Instant::now();
+            for png in &pngs {
+                std::fs::write(png.with_extension("sluice.txt"), read_one(png)).expect("write");
+            }
+            let seconds = started.elapsed().as_secs_f64();
+            println!(
+                "{set} png {dpi} dpi: {} pages in {seconds:.2} s = {:.2} pages/s",
+                pngs.len(),
+                pngs.len() as f64 / seconds
+            );
         }
-        let seconds = started.elapsed().as_secs_f64();
-        println!("png {dpi} dpi: {} pages in {seconds:.2} s = {:.2} pages/s", pngs.len(), pngs.len() as f64 / seconds);
+    }
+    for dpi in [150, 300] {
         for container in ["pdf", "tiff"] {
             let path = dir.join(format!("scan-{dpi}.{container}"));
+            if !path.exists() {
+                continue;
+            }
             let started = Instant::now();
             let text = read_one(&path);
             std::fs::write(dir.join(format!("scan-{dpi}.{container}.sluice.txt")), text).expect("write");
@@ -239,7 +285,57 @@ fn edit_distance(a: &[char], b: &[char]) -> usize {
     row[b.len()]
 }
 
+/// The words of a text, lower-cased, with the punctuation around them dropped.
+fn words(text: &str) -> std::collections::HashMap<String, usize> {
+    let mut counts = std::collections::HashMap::new();
+    for word in text.split_whitespace() {
+        let word = word.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase();
+        if !word.is_empty() {
+            *counts.entry(word).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// The real pages per document and resolution: CER, and word recall and precision
+/// (order-free: how many of the page's words were read, and how many read words are the
+/// page's).
+fn score_real(dir: &Path, engine: &str) {
+    let mut groups: std::collections::BTreeMap<String, Vec<PathBuf>> = std::collections::BTreeMap::new();
+    for truth in files(dir, "txt") {
+        let name = truth.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if let Some(rest) = name.strip_prefix("real-").and_then(|r| r.strip_suffix(".gt.txt")) {
+            // `<file>-<dpi>-<page>`: grouped by file and resolution.
+            let group = rest.rsplit_once('-').map_or(rest, |(g, _)| g).to_owned();
+            groups.entry(group).or_default().push(truth);
+        }
+    }
+    for (group, truths) in groups {
+        let (mut errors, mut total, mut found, mut expected_words, mut read_words) = (0, 0, 0, 0, 0);
+        for truth in &truths {
+            let stem = truth.to_string_lossy().trim_end_matches(".gt.txt").to_owned();
+            let expected_text = std::fs::read_to_string(truth).expect("truth");
+            let got_text = std::fs::read_to_string(format!("{stem}.{engine}.txt")).unwrap_or_default();
+            let (expected, got) = (normalised(&expected_text), normalised(&got_text));
+            errors += edit_distance(&expected, &got);
+            total += expected.len();
+            let (want, have) = (words(&expected_text), words(&got_text));
+            found += want.iter().map(|(w, n)| (*n).min(have.get(w).copied().unwrap_or(0))).sum::<usize>();
+            expected_words += want.values().sum::<usize>();
+            read_words += have.values().sum::<usize>();
+        }
+        println!(
+            "{engine} real {group}: CER {:.2}%, word recall {:.1}%, word precision {:.1}% ({} pages)",
+            100.0 * errors as f64 / total.max(1) as f64,
+            100.0 * found as f64 / expected_words.max(1) as f64,
+            100.0 * found as f64 / read_words.max(1) as f64,
+            truths.len()
+        );
+    }
+}
+
 fn score(dir: &Path, engine: &str) {
+    score_real(dir, engine);
     for (label, filter) in [("png 150 dpi", "page-150-"), ("png 300 dpi", "page-300-")] {
         let (mut errors, mut total) = (0usize, 0usize);
         for truth in files(dir, "txt").into_iter().filter(|p| {
@@ -272,11 +368,16 @@ fn score(dir: &Path, engine: &str) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match (args.get(1).map(String::as_str), args.get(2)) {
-        (Some("generate"), Some(dir)) => generate(Path::new(dir)),
+        (Some("generate"), Some(dir)) => {
+            generate(Path::new(dir));
+            if let Some(corpus) = args.get(3) {
+                generate_real(Path::new(dir), Path::new(corpus));
+            }
+        }
         (Some("read"), Some(dir)) => read(Path::new(dir)),
         (Some("score"), Some(dir)) => score(Path::new(dir), args.get(3).map_or("sluice", String::as_str)),
         _ => {
-            eprintln!("usage: bench-ocr generate|read|score DIR [ENGINE]");
+            eprintln!("usage: bench-ocr generate DIR [CORPUS] | read DIR | score DIR [ENGINE]");
             std::process::exit(2);
         }
     }
