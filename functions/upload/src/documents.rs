@@ -133,6 +133,7 @@ pub async fn ingest(
         source_path: None,
         sync: None,
         ocr_spans: Vec::new(),
+        ocr_low_confidence_lines: 0,
         // Checked above, before the row exists.
         bytes_judged: true,
         created_at: OffsetDateTime::now_utc(),
@@ -326,6 +327,7 @@ pub async fn create_intent(
         source_path: None,
         sync: None,
         ocr_spans: Vec::new(),
+        ocr_low_confidence_lines: 0,
         // Judged only when they land.
         bytes_judged: false,
         created_at: OffsetDateTime::now_utc(),

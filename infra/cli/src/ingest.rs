@@ -142,6 +142,7 @@ async fn one_file(
         source_path: Some(address),
         sync: Some(SyncOrigin { source_id: None, run_id: None, etag: Some(hash), replaces }),
         ocr_spans: Vec::new(),
+        ocr_low_confidence_lines: 0,
         bytes_judged: true,
         created_at: now,
         completed_at: None,

@@ -36,6 +36,9 @@ pub struct Extraction {
     /// Pages read by OCR.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ocr_pages: Option<u32>,
+    /// Lines OCR kept though it read them with low confidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ocr_low_confidence_lines: Option<u32>,
     /// Byte spans of `text` that OCR read (chunks within them are marked `ocr`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ocr_spans: Vec<(usize, usize)>,
@@ -198,6 +201,7 @@ fn read_image(kind: &FileKind, bytes: &[u8], options: &ExtractOptions, ocr: OcrO
     scanner.note_unread(&mut budget);
     budget.trim_end();
     extraction.ocr_pages = Some(scanner.pages_read());
+    extraction.ocr_low_confidence_lines = Some(scanner.low_confidence_lines());
     let (text, truncated) = budget.finish();
     extraction.truncated = truncated;
     extraction.ocr_spans = clamp_spans(scanner.into_spans(), text.len());
@@ -271,6 +275,7 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
             extraction.truncated = truncated;
             if let Some(scanner) = scanner.filter(|s| s.pages_read() > 0) {
                 extraction.ocr_pages = Some(scanner.pages_read());
+                extraction.ocr_low_confidence_lines = Some(scanner.low_confidence_lines());
                 extraction.ocr_spans = clamp_spans(scanner.into_spans(), text.len());
             }
             extraction.text = Some(text);

@@ -38,6 +38,8 @@ pub struct Scanner {
     read: u32,
     unread: Vec<(u32, Unread)>,
     spans: Vec<(usize, usize)>,
+    /// Lines kept though the recognizer read them with low confidence.
+    low_confidence_lines: u32,
     out_of_time: bool,
     /// Pages not reached at all once OCR had spent the file's time: (first, last).
     stopped: Option<(u32, u32)>,
@@ -53,6 +55,7 @@ impl Scanner {
             read: 0,
             unread: Vec::new(),
             spans: Vec::new(),
+            low_confidence_lines: 0,
             out_of_time: false,
             stopped: None,
         }
@@ -65,6 +68,11 @@ impl Scanner {
     /// Pages read by OCR.
     pub fn pages_read(&self) -> u32 {
         self.read
+    }
+
+    /// Lines read with low confidence, over every page read: many say the scan is poor.
+    pub fn low_confidence_lines(&self) -> u32 {
+        self.low_confidence_lines
     }
 
     /// Whether OCR has run out of its time: the file's deadline passing then is OCR's doing,
@@ -110,6 +118,7 @@ impl Scanner {
         match read {
             Ok(page) => {
                 self.read += 1;
+                self.low_confidence_lines += u32::try_from(page.low_confidence_lines).unwrap_or(u32::MAX);
                 let start = budget.len();
                 let pushed = budget.push(page.text.trim_end());
                 if budget.len() > start {

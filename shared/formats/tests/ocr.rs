@@ -64,6 +64,21 @@ fn two_columns_are_read_column_by_column_not_across() {
 }
 
 #[test]
+fn lines_read_with_low_confidence_are_kept_and_counted() {
+    let clear = scanned_page(PAGE_ONE, 300, 0.5, 31);
+    let smudged = imageproc::filter::gaussian_blur_f32(&scanned_page(PAGE_TWO, 150, 0.5, 32), 3.4);
+    let read = |page: &image::GrayImage| {
+        let file = image_pdf(std::slice::from_ref(page), 150);
+        extract(kind_for_filename("scan.pdf").expect("pdf"), &file, &ocr(10)).expect("read")
+    };
+    let (clear, smudged) = (read(&clear), read(&smudged));
+    assert_eq!(clear.ocr_low_confidence_lines, Some(0), "{:?}", clear.text);
+    let low = smudged.ocr_low_confidence_lines.expect("counted");
+    assert!(low > 0, "a smudged page reads with confidence: {:?}", smudged.text);
+    assert!(recall(PAGE_TWO, smudged.text.as_deref().unwrap_or_default()) > 0.3, "its lines are kept");
+}
+
+#[test]
 fn a_text_layer_is_never_ocred() {
     let file = pdf(&[PAGE_ONE]);
     let extraction = extract(kind_for_filename("a.pdf").expect("pdf"), &file, &ocr(1000)).expect("read");

@@ -10,3 +10,7 @@ UPDATE rag_documents
  WHERE parsed_path IS NULL AND NOT ingestion_config ? 'output_format';
 ALTER TABLE rag_documents ADD COLUMN parsed_format text
     CHECK (parsed_format IN ('text', 'markdown'));
+
+-- How many lines OCR kept though it read them with low confidence: a client can flag a
+-- poor scan.
+ALTER TABLE rag_documents ADD COLUMN ocr_low_confidence_lines integer NOT NULL DEFAULT 0;

@@ -53,6 +53,8 @@ pub struct Document {
     pub sync: Option<SyncOrigin>,
     /// Byte spans of the parsed text that OCR read.
     pub ocr_spans: Vec<(usize, usize)>,
+    /// Lines OCR kept though it read them with low confidence.
+    pub ocr_low_confidence_lines: i32,
     /// Whether the stored bytes passed the upload check (a presigned upload's only once
     /// they land and are checked): only judged bytes are ever handed out.
     pub bytes_judged: bool,
@@ -64,7 +66,7 @@ const DOCUMENT_COLUMNS: &str = "id, collection_name, kb_id, org_id, owner_id, fi
     mime_type, status, error_message, vector_document_id, chunk_count, storage_path, parsed_path, \
     organizational_unit, source, document_date, content_hash, ingestion_config, replace_previous, created_at, \
     completed_at, source_path, sync_source_id, sync_run_id, source_etag, replaces_document_id, ocr_spans, date_source, \
-    truncated_chunks, bytes_judged, parsed_format";
+    truncated_chunks, bytes_judged, parsed_format, ocr_low_confidence_lines";
 
 fn document(row: &Row) -> Document {
     Document {
@@ -103,6 +105,7 @@ fn document(row: &Row) -> Document {
             .get::<_, Option<serde_json::Value>>("ocr_spans")
             .and_then(|v| serde_json::from_value(v).ok())
             .unwrap_or_default(),
+        ocr_low_confidence_lines: row.get("ocr_low_confidence_lines"),
         bytes_judged: row.get("bytes_judged"),
         created_at: row.get("created_at"),
         completed_at: row.get("completed_at"),
@@ -135,7 +138,8 @@ impl Document {
         let rfc3339 = |t: OffsetDateTime| t.format(&time::format_description::well_known::Rfc3339).ok();
         let ocr = (!self.ocr_spans.is_empty()).then(|| {
             let characters: usize = self.ocr_spans.iter().map(|(start, end)| end - start).sum();
-            serde_json::json!({"spans": self.ocr_spans.len(), "bytes": characters})
+            serde_json::json!({"spans": self.ocr_spans.len(), "bytes": characters,
+                "low_confidence_lines": self.ocr_low_confidence_lines})
         });
         serde_json::json!({
             "id": self.id,
@@ -435,17 +439,20 @@ impl Db {
         id: Uuid,
         path: &str,
         format: OutputFormat,
-        ocr_spans: &[(usize, usize)],
+        ocr: (&[(usize, usize)], u32),
         own_date: Option<(Date, &str)>,
     ) -> Result<bool, StoreError> {
+        let (ocr_spans, low_confidence_lines) = ocr;
+        let low_confidence_lines = i32::try_from(low_confidence_lines).unwrap_or(i32::MAX);
         let client = self.client().await?;
         let spans = (!ocr_spans.is_empty()).then(|| serde_json::json!(ocr_spans));
         let (date, source) = own_date.unzip();
         let updated = client
             .execute(
                 "UPDATE rag_documents SET parsed_path = $2, parsed_format = $6, ocr_spans = $3, \
-                 document_date = coalesce($4, document_date), date_source = coalesce($5, date_source) WHERE id = $1",
-                &[&id, &path, &spans, &date, &source, &format.as_str()],
+                 ocr_low_confidence_lines = $7, document_date = coalesce($4, document_date), \
+                 date_source = coalesce($5, date_source) WHERE id = $1",
+                &[&id, &path, &spans, &date, &source, &format.as_str(), &low_confidence_lines],
             )
             .await?;
         Ok(updated == 1)
