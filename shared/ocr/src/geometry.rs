@@ -151,17 +151,8 @@ pub fn sample_line(page: &GrayImage, line: &RotatedRect, width: u32, height: u32
 /// left out: where no column of the line holds more dark pixels (below `ink`) than a
 /// speck of noise does.
 pub fn blank_runs(page: &GrayImage, line: &RotatedRect, ink: u8) -> Vec<(f32, f32)> {
-    let width = line.width.ceil().clamp(1.0, 8000.0) as u32;
-    let height = line.height.ceil().clamp(1.0, 400.0) as u32;
-    let mut dark = vec![0u32; width as usize];
-    sample_line(page, line, width, height, |x, _, value| {
-        if value < f32::from(ink) {
-            dark[x as usize] += 1;
-        }
-    });
-    // Two dark pixels in a column are ink: a dash or a rule is a thin stroke, a speck a dot.
-    let noise = (height / 20).max(2);
-    let scale = line.width / width as f32;
+    let (dark, height, scale) = dark_columns(page, line, ink);
+    let noise = speck(height);
     let mut runs = Vec::new();
     let mut start: Option<usize> = None;
     let mut seen_ink = false;
@@ -178,6 +169,70 @@ pub fn blank_runs(page: &GrayImage, line: &RotatedRect, ink: u8) -> Vec<(f32, f3
         }
     }
     runs
+}
+
+/// The fewest dark pixels in a column, `height` rows high, that are ink: two are, as a dash
+/// or a rule is a thin stroke and a speck a dot.
+fn speck(height: u32) -> u32 {
+    (height / 20).max(2)
+}
+
+/// How many dark pixels each column across `line` holds (sampled at the page's own
+/// resolution), the rows sampled, and page pixels per column.
+fn dark_columns(page: &GrayImage, line: &RotatedRect, ink: u8) -> (Vec<u32>, u32, f32) {
+    let width = line.width.ceil().clamp(1.0, 8000.0) as u32;
+    let height = line.height.ceil().clamp(1.0, 400.0) as u32;
+    let mut dark = vec![0u32; width as usize];
+    sample_line(page, line, width, height, |x, _, value| {
+        if value < f32::from(ink) {
+            dark[x as usize] += 1;
+        }
+    });
+    (dark, height, line.width / width as f32)
+}
+
+/// `line` cut down along its text to its first and last inked columns, with `pad` page
+/// pixels beside them (within the line); the line itself when it holds no ink.
+pub fn trim_to_ink(page: &GrayImage, line: &RotatedRect, ink: u8, pad: f32) -> RotatedRect {
+    let (dark, height, scale) = dark_columns(page, line, ink);
+    let noise = speck(height);
+    let first = dark.iter().position(|&c| c >= noise);
+    let last = dark.iter().rposition(|&c| c >= noise);
+    match (first, last) {
+        (Some(first), Some(last)) => {
+            let from = (first as f32 * scale - pad).max(0.0);
+            let to = ((last + 1) as f32 * scale + pad).min(line.width);
+            line.piece(from, to)
+        }
+        _ => *line,
+    }
+}
+
+/// `line` shrunk across its text to the rows its ink fills, with `margin` of the ink's
+/// height above and below (never grown).
+pub fn fit_to_ink(page: &GrayImage, line: &RotatedRect, ink: u8, margin: f32) -> RotatedRect {
+    let width = line.width.ceil().clamp(1.0, 8000.0) as u32;
+    let height = line.height.ceil().clamp(1.0, 400.0) as u32;
+    let mut dark = vec![0u32; height as usize];
+    sample_line(page, line, width, height, |_, y, value| {
+        if value < f32::from(ink) {
+            dark[y as usize] += 1;
+        }
+    });
+    let enough = (width / 50).max(2);
+    let rows: Vec<usize> = dark.iter().enumerate().filter(|(_, c)| **c >= enough).map(|(y, _)| y).collect();
+    let (Some(&first), Some(&last)) = (rows.first(), rows.last()) else { return *line };
+    let scale = line.height / height as f32;
+    let (top, bottom) = (first as f32 * scale, (last + 1) as f32 * scale);
+    let inked = bottom - top;
+    let fitted = (inked * (1.0 + 2.0 * margin)).min(line.height);
+    if fitted >= line.height * 0.95 {
+        return *line;
+    }
+    // The ink's centre, across the text from the line's centre.
+    let shift = (top + bottom) / 2.0 - line.height / 2.0;
+    let (sin, cos) = line.angle.sin_cos();
+    RotatedRect { cx: line.cx - shift * sin, cy: line.cy + shift * cos, height: fitted, ..*line }
 }
 
 fn bilinear(page: &GrayImage, x: f32, y: f32) -> f32 {

@@ -14,9 +14,12 @@
 //! top to bottom and left to right, a blank line where the gap between rows says a
 //! paragraph ends.
 
-use crate::geometry::{RotatedRect, blank_runs};
+use crate::geometry::{RotatedRect, blank_runs, trim_to_ink};
 use image::GrayImage;
 
+/// What a line keeps beside its first and last ink, in line heights (the recognizer reads
+/// a letter better with some paper around it).
+const INK_PAD: f32 = 0.15;
 /// A gap narrower than this, in line heights, is never a column's edge.
 const MIN_COLUMN_GAP: f32 = 0.5;
 /// A gap this wide, in line heights, is a column's edge whatever the lines around it say.
@@ -156,8 +159,10 @@ pub fn split_at_column_gaps(page: &GrayImage, lines: Vec<RotatedRect>, ink: u8) 
         }
         split.extend(cut(line, &cuts));
     }
-    // A line the votes left whole across what the page shows to be a gutter is cut there
-    // too, where it is blank (a title is inked across it and stays whole).
+    // Each line trimmed to its ink (the detector's boxes are padded, and padding hides a
+    // narrow gutter); then a line the votes left whole across what the page shows to be a
+    // gutter is cut there too, where it is blank (a title is inked across it, whole).
+    let split: Vec<RotatedRect> = split.iter().map(|l| trim_to_ink(page, l, ink, INK_PAD * l.height)).collect();
     let extents: Vec<Extent> = split.iter().map(|l| straight.extent(l)).collect();
     let gutters = gutters(&extents, typical);
     let reach = typical / 2.0;
@@ -240,8 +245,8 @@ pub fn reading_order(lines: Vec<(RotatedRect, String)>) -> String {
 }
 
 /// The middles of the page's gutters, left to right: stretches (at least [`MIN_GUTTER`]
-/// line heights wide) that at most [`GUTTER_COVERAGE`] of the lines cover, with text well
-/// covered on both sides; none when a column between them would be narrower than
+/// line heights wide) that at most [`GUTTER_COVERAGE`] of the lines (two line heights long
+/// or more) cover, with text well covered on both sides; none when a column between them would be narrower than
 /// [`MIN_COLUMN_WIDTH`] (a table).
 fn gutters(extents: &[Extent], typical: f32) -> Vec<f32> {
     if extents.len() < 4 || typical <= 0.0 {
@@ -251,7 +256,9 @@ fn gutters(extents: &[Extent], typical: f32) -> Vec<f32> {
     let right = extents.iter().map(|e| e.right).fold(f32::MIN, f32::max);
     let bins = ((right - left).ceil() as usize).clamp(1, 20_000);
     let mut coverage = vec![0u32; bins];
-    for e in extents {
+    // A mark shorter than two line heights (a hyphen left at a line's end, a page number)
+    // says nothing of where the columns are.
+    for e in extents.iter().filter(|e| e.right - e.left >= 2.0 * typical) {
         let from = ((e.left - left).floor().max(0.0) as usize).min(bins - 1);
         let to = ((e.right - left).ceil().max(0.0) as usize).min(bins);
         for bin in &mut coverage[from..to] {
@@ -294,8 +301,9 @@ fn rows(mut lines: Vec<(RotatedRect, String)>) -> String {
     let mut rows: Vec<Vec<(RotatedRect, String)>> = Vec::new();
     for line in lines {
         match rows.last_mut() {
-            // A line whose centre lies within the row's first line's height shares that row.
-            Some(row) if line.0.cy < row[0].0.bottom() && line.0.cy > row[0].0.top() => row.push(line),
+            // Lines share a row when their centres are closer than half the smaller one's
+            // height (a tall picture beside the text gathers no lines into its row).
+            Some(row) if (line.0.cy - row[0].0.cy).abs() < line.0.height.min(row[0].0.height) / 2.0 => row.push(line),
             _ => rows.push(vec![line]),
         }
     }

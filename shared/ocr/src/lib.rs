@@ -58,6 +58,11 @@ const MIN_BAND_ROWS: u32 = 256;
 const BAND_OVERLAP: u32 = 64;
 /// The smallest gap, in recognizer steps, read as a word space.
 const MIN_WORD_GAP: usize = 4;
+/// A gap this many times the line's usual letter gap is a word space too (letters read
+/// larger stand further apart within a word).
+const WORD_GAP_RATIO: f32 = 1.5;
+/// What a line keeps above and below its ink for the recognizer, in ink heights.
+const INK_MARGIN: f32 = 0.33;
 /// A space probability between two letters above which a space is read, though blank won.
 const SPACE_SEEN: f32 = 0.1;
 /// The most lines read from one page (a page of noise detects thousands).
@@ -203,7 +208,11 @@ impl Engine {
             if Instant::now() > deadline {
                 return Err(OcrError::Time);
             }
-            let texts = self.recognize(page, batch.iter().map(|&i| &pieces[i].1))?;
+            // Each piece fitted to the rows its ink fills: small type fills the recognizer's
+            // 48 pixels as its training text did, instead of the detector's padding.
+            let fitted: Vec<RotatedRect> =
+                batch.iter().map(|&i| geometry::fit_to_ink(page, &pieces[i].1, ink, INK_MARGIN)).collect();
+            let texts = self.recognize(page, fitted.iter())?;
             for (&i, text) in batch.iter().zip(texts) {
                 read[i] = text;
             }
@@ -367,7 +376,9 @@ fn with_word_gaps(emitted: &[Emitted]) -> String {
         .map(|pair| pair[1].step - pair[0].step)
         .collect();
     gaps.sort_unstable();
-    let threshold = gaps.get(gaps.len() / 2).map_or(usize::MAX, |median| (median + 1).max(MIN_WORD_GAP));
+    let threshold = gaps.get(gaps.len() / 2).map_or(usize::MAX, |median| {
+        (median + 1).max(MIN_WORD_GAP).max((*median as f32 * WORD_GAP_RATIO).ceil() as usize)
+    });
     let mut text = String::with_capacity(emitted.len() + 8);
     for (i, current) in emitted.iter().enumerate() {
         if let Some(before) = i.checked_sub(1).and_then(|j| emitted.get(j)) {
