@@ -122,6 +122,39 @@ async fn docx_odt_and_html_are_written_as_markdown_and_each_chunk_knows_its_head
 }
 
 #[tokio::test]
+async fn a_hit_in_a_pdf_names_its_page_and_where_its_text_opens() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let body = json!({"name": "Reports", "scope": "org", "embedding_provider": "local",
+        "embedding_model": "all-minilm-l6-v2", "ingestion_config": {"chunk_size": 100, "chunk_overlap": 0}});
+    let (status, base) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
+    assert_eq!(status, 201, "{base}");
+    let kb = base["id"].as_str().expect("id").to_owned();
+    let pages = [
+        "Quarterly report of the harbour authority",
+        "Introduction to the dredging plan",
+        "The seventh berth reopens in June after repairs",
+    ];
+    let accepted = stack.upload_document(&user, &kb, "report.pdf", &fixtures::pdf(&pages)).await;
+    let id = accepted["tracking_id"].as_str().expect("id").to_owned();
+    stack.indexed(&user, &kb).await;
+    let hits = keyword(&stack, &user, &kb, "seventh berth reopens").await;
+    let first = hits.first().unwrap_or_else(|| panic!("nothing found: {hits:?}"));
+    assert_eq!(first["metadata"]["pages"], json!([3, 3]), "{first}");
+    let intro = keyword(&stack, &user, &kb, "dredging plan").await;
+    // The first two pages are short enough to share a chunk: it names both.
+    assert_eq!(intro[0]["metadata"]["pages"], json!([1, 2]), "{intro:?}");
+    // The character offset opens the read-back at the chunk's text.
+    let offset = first["metadata"]["char_start"].as_u64().expect("char_start");
+    let path = format!("/rag/documents/{id}/text?offset={offset}&limit=20");
+    let (status, page) = stack.call_json(&user, Method::GET, &path, None).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["text"], "The seventh berth re", "{page}");
+    let length = first["metadata"]["char_end"].as_u64().expect("char_end") - offset;
+    assert_eq!(length as usize, first["content"].as_str().expect("content").chars().count());
+}
+
+#[tokio::test]
 async fn an_output_format_that_is_not_one_is_refused_by_name() {
     let stack = Stack::from_env().await;
     let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);

@@ -256,7 +256,7 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
                     "the service answered too few vectors; retry it",
                 )));
             };
-            let mut metadata = chunk_metadata(piece.chunk.start, piece.chunk.end, document);
+            let mut metadata = chunk_metadata(piece.chunk.start, piece.chunk.end, piece.chars, document);
             if !piece.heading.is_empty() {
                 metadata["heading"] = serde_json::json!(piece.heading);
             }
@@ -313,6 +313,8 @@ struct ContextualChunk {
     heading: Vec<String>,
     /// What the model embeds: the context, a blank line, the text.
     embedded: String,
+    /// The chunk's place in the parsed text in characters: `(start, end)`.
+    chars: (usize, usize),
 }
 
 /// The document's non-blank chunks under `config`, each with its context.
@@ -321,17 +323,25 @@ fn contextual_chunks(text: &str, config: &IngestionConfig, document: &Document) 
     let paths =
         heading_paths(text, Outline::of(&document.filetype, document.parsed_format == Some(OutputFormat::Markdown)));
     let title = title_from_filename(&document.filename);
+    // Character offsets counted once through the text: chunks come in order.
+    let (mut byte_at, mut char_at) = (0usize, 0usize);
     chunk(text, config)
         .into_iter()
         .filter(|c| !c.text.trim().is_empty())
         .map(|chunk| {
+            if chunk.start < byte_at {
+                (byte_at, char_at) = (0, 0);
+            }
+            char_at += text.get(byte_at..chunk.start).map_or(0, |t| t.chars().count());
+            byte_at = chunk.start;
+            let chars = (char_at, char_at + text.get(chunk.start..chunk.end).map_or(0, |t| t.chars().count()));
             let heading = path_at(&paths, chunk.start).to_vec();
             let context = chunk_context(config.chunk_context, &title, &heading);
             let embedded = match &context {
                 Some(context) => format!("{context}\n\n{}", chunk.text),
                 None => chunk.text.clone(),
             };
-            ContextualChunk { chunk, context, heading, embedded }
+            ContextualChunk { chunk, context, heading, embedded, chars }
         })
         .collect()
 }
@@ -399,12 +409,29 @@ async fn embed_within(
 /// A chunk's place in the text, where the document's date came from (`date_source`), and
 /// `ocr: true` when any of it was read by OCR (so a search result can say its text may hold
 /// recognition errors).
-fn chunk_metadata(start: usize, end: usize, document: &Document) -> serde_json::Value {
-    let mut metadata = serde_json::json!({"start": start, "end": end, "date_source": document.date_source});
+/// A chunk's metadata: where it sits in the parsed text (`start`/`end` in bytes,
+/// `char_start`/`char_end` in characters, as `GET /rag/documents/{id}/text?offset=` counts),
+/// the pages it came from (`pages`: first and last, for PDF and TIFF), whether OCR read it,
+/// and where the document's date came from.
+fn chunk_metadata(start: usize, end: usize, chars: (usize, usize), document: &Document) -> serde_json::Value {
+    let (char_start, char_end) = chars;
+    let mut metadata = serde_json::json!({"start": start, "end": end, "char_start": char_start,
+        "char_end": char_end, "date_source": document.date_source});
+    if let Some(pages) = pages_of(&document.page_starts, start, end) {
+        metadata["pages"] = serde_json::json!(pages);
+    }
     if document.ocr_spans.iter().any(|&(from, to)| from < end && start < to) {
         metadata["ocr"] = serde_json::Value::Bool(true);
     }
     metadata
+}
+
+/// The first and last page a chunk spanning bytes `start..end` came from.
+fn pages_of(page_starts: &[(u32, usize)], start: usize, end: usize) -> Option<[u32; 2]> {
+    let page_at = |offset: usize| page_starts.iter().take_while(|(_, begins)| *begins <= offset).last().map(|p| p.0);
+    let first = page_at(start).or_else(|| page_starts.first().map(|p| p.0))?;
+    let last = page_at(end.saturating_sub(1).max(start)).unwrap_or(first);
+    Some([first, last.max(first)])
 }
 
 /// Where the base embeds and with whose key; `Failed` when it cannot (no key, no service).
@@ -418,6 +445,18 @@ async fn target(state: &State, base: &KnowledgeBase) -> Result<Target, Attempt> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunk_names_the_first_and_last_page_it_came_from() {
+        let starts = [(1, 0), (2, 100), (3, 250)];
+        assert_eq!(pages_of(&starts, 10, 90), Some([1, 1]));
+        assert_eq!(pages_of(&starts, 90, 120), Some([1, 2]));
+        assert_eq!(pages_of(&starts, 100, 250), Some([2, 2]), "a chunk ending where page 3 begins");
+        assert_eq!(pages_of(&starts, 260, 300), Some([3, 3]));
+        // A page skipped (unreadable) keeps the numbering of those around it.
+        assert_eq!(pages_of(&[(1, 0), (3, 50)], 60, 70), Some([3, 3]));
+        assert_eq!(pages_of(&[], 0, 10), None);
+    }
 
     #[test]
     fn a_cached_vector_is_shared_only_by_the_same_target_and_tenant() {

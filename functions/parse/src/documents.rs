@@ -160,6 +160,7 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
     };
     let ocr_spans = extraction.ocr_spans;
     let low_confidence_lines = extraction.ocr_low_confidence_lines.unwrap_or(0);
+    let page_starts = extraction.page_starts;
     let (format, content_type) = if extraction.markdown {
         (OutputFormat::Markdown, "text/markdown; charset=utf-8")
     } else {
@@ -181,7 +182,11 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
     let parsed = parsed_key(document);
     state.blob.put_encrypted(&parsed, bytes::Bytes::from(text), content_type).await?;
     let date = own_date.map(|own| (own.date, own.source.as_str()));
-    if !state.db.set_parsed_path(document.id, &parsed, format, (&ocr_spans, low_confidence_lines), date).await? {
+    if !state
+        .db
+        .set_parsed_path(document.id, &parsed, format, (&ocr_spans, low_confidence_lines), &page_starts, date)
+        .await?
+    {
         // Deleted while it was parsed: what was just written is garbage. The removal is
         // queued first, so it outlives a failure here and the sweep finishes it.
         let objects = [parsed];

@@ -134,6 +134,7 @@ pub async fn ingest(
         sync: None,
         ocr_spans: Vec::new(),
         ocr_low_confidence_lines: 0,
+        page_starts: Vec::new(),
         // Checked above, before the row exists.
         bytes_judged: true,
         created_at: OffsetDateTime::now_utc(),
@@ -328,6 +329,7 @@ pub async fn create_intent(
         sync: None,
         ocr_spans: Vec::new(),
         ocr_low_confidence_lines: 0,
+        page_starts: Vec::new(),
         // Judged only when they land.
         bytes_judged: false,
         created_at: OffsetDateTime::now_utc(),

@@ -45,6 +45,10 @@ pub struct Extraction {
     /// The date the file's own metadata gives, when it gives one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub date: Option<OwnDate>,
+    /// Where each page begins in `text` (PDF pages, TIFF pages read by OCR): (page number
+    /// from 1, byte offset), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub page_starts: Vec<(u32, usize)>,
     /// The text is markdown (headings, lists, tables marked), not flat text.
     #[serde(default)]
     pub markdown: bool,
@@ -187,9 +191,13 @@ fn read_archive(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Resu
 fn read_image(kind: &FileKind, bytes: &[u8], options: &ExtractOptions, ocr: OcrOptions, extraction: &mut Extraction) {
     let mut budget = TextBudget::new(options.max_chars, options.time_limit);
     let mut scanner = Scanner::new(ocr, &budget, options.time_limit);
+    let mut page_starts = Vec::new();
     let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if kind.family == crate::kinds::Family::Tiff {
-            crate::tiff_pages::visit_grey_pages(bytes, |number, draw| scanner.page(number, draw, &mut budget).is_ok())
+            crate::tiff_pages::visit_grey_pages(bytes, |number, draw| {
+                page_starts.push((number, budget.len()));
+                scanner.page(number, draw, &mut budget).is_ok()
+            })
         } else {
             scanner.page(1, || decode_grey(bytes), &mut budget).map_err(|_| String::new())
         }
@@ -205,6 +213,7 @@ fn read_image(kind: &FileKind, bytes: &[u8], options: &ExtractOptions, ocr: OcrO
     let (text, truncated) = budget.finish();
     extraction.truncated = truncated;
     extraction.ocr_spans = clamp_spans(scanner.into_spans(), text.len());
+    extraction.page_starts = page_starts.into_iter().map(|(page, start)| (page, start.min(text.len()))).collect();
     if !text.trim().is_empty() {
         extraction.text = Some(text);
     }
@@ -243,6 +252,7 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
             "pdf" => crate::pdf::pdf(bytes, &mut budget, options.max_pages, scanner.as_mut()).map(|stats| {
                 extraction.pages = Some(stats.pages);
                 extraction.date = stats.date;
+                extraction.page_starts = stats.page_starts;
             }),
             "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" => {
                 Container::open(bytes, options.limits).map_err(ReadError::from).and_then(|mut container| {
@@ -273,6 +283,9 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
             budget.trim_end();
             let (text, truncated) = budget.finish();
             extraction.truncated = truncated;
+            for start in &mut extraction.page_starts {
+                start.1 = start.1.min(text.len());
+            }
             if let Some(scanner) = scanner.filter(|s| s.pages_read() > 0) {
                 extraction.ocr_pages = Some(scanner.pages_read());
                 extraction.ocr_low_confidence_lines = Some(scanner.low_confidence_lines());

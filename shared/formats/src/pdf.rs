@@ -53,12 +53,14 @@ pub fn ensure_available() -> Result<(), String> {
 }
 
 /// What a PDF read yielded beyond its text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PdfStats {
     pub pages: u32,
     pub pages_read: u32,
     /// The document's own date, from its Info dictionary.
     pub date: Option<OwnDate>,
+    /// Where each page read begins in the text: (page number from 1, byte offset).
+    pub page_starts: Vec<(u32, usize)>,
 }
 
 /// Extracts the text of at most `max_pages` pages into the budget, OCRing scanned pages
@@ -91,7 +93,12 @@ pub fn pdf(
         other => ReadError::Unreadable(format!("not a readable PDF: {other}")),
     })?;
     let pages = document.pages();
-    let mut stats = PdfStats { pages: pages.len().max(0) as u32, pages_read: 0, date: own_date(&document) };
+    let mut stats = PdfStats {
+        pages: pages.len().max(0) as u32,
+        pages_read: 0,
+        date: own_date(&document),
+        page_starts: Vec::new(),
+    };
     let max_pages = max_pages.clamp(1, MAX_PAGES);
     let last = pages.len().min(max_pages as i32);
     for index in 0..last {
@@ -108,6 +115,7 @@ pub fn pdf(
         let Ok(page) = pages.get(index) else { continue };
         let text = page.text().map(|t| t.all()).unwrap_or_default();
         stats.pages_read += 1;
+        stats.page_starts.push((index as u32 + 1, budget.len()));
         let pushed = match scanner.as_deref_mut() {
             Some(scanner) if is_scan(&page, &text) => {
                 let dpi = scanner.dpi();

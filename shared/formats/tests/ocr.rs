@@ -99,6 +99,12 @@ fn images_and_tiff_pages_are_read() {
     let text = read.text.expect("text");
     assert!(recall(PAGE_TWO, &text) >= 0.8, "{text}");
     assert_eq!(read.ocr_pages, Some(2));
+    // Each page's place in the text, for the chunks' page citations.
+    assert_eq!(read.page_starts.len(), 2, "{:?}", read.page_starts);
+    assert_eq!(read.page_starts[0], (1, 0));
+    let second = read.page_starts[1];
+    assert_eq!(second.0, 2);
+    assert!(text[second.1..].contains("Dredging") && !text[..second.1].contains("Dredging"), "{text}");
 }
 
 #[test]

@@ -14,3 +14,7 @@ ALTER TABLE rag_documents ADD COLUMN parsed_format text
 -- How many lines OCR kept though it read them with low confidence: a client can flag a
 -- poor scan.
 ALTER TABLE rag_documents ADD COLUMN ocr_low_confidence_lines integer NOT NULL DEFAULT 0;
+
+-- Where each page begins in the parsed text ([[page, byte offset], ...]; PDF and TIFF), so a
+-- chunk can say which pages it came from.
+ALTER TABLE rag_documents ADD COLUMN page_starts jsonb;

@@ -55,6 +55,8 @@ pub struct Document {
     pub ocr_spans: Vec<(usize, usize)>,
     /// Lines OCR kept though it read them with low confidence.
     pub ocr_low_confidence_lines: i32,
+    /// Where each page begins in the parsed text: (page number from 1, byte offset).
+    pub page_starts: Vec<(u32, usize)>,
     /// Whether the stored bytes passed the upload check (a presigned upload's only once
     /// they land and are checked): only judged bytes are ever handed out.
     pub bytes_judged: bool,
@@ -66,7 +68,7 @@ const DOCUMENT_COLUMNS: &str = "id, collection_name, kb_id, org_id, owner_id, fi
     mime_type, status, error_message, vector_document_id, chunk_count, storage_path, parsed_path, \
     organizational_unit, source, document_date, content_hash, ingestion_config, replace_previous, created_at, \
     completed_at, source_path, sync_source_id, sync_run_id, source_etag, replaces_document_id, ocr_spans, date_source, \
-    truncated_chunks, bytes_judged, parsed_format, ocr_low_confidence_lines";
+    truncated_chunks, bytes_judged, parsed_format, ocr_low_confidence_lines, page_starts";
 
 fn document(row: &Row) -> Document {
     Document {
@@ -106,6 +108,10 @@ fn document(row: &Row) -> Document {
             .and_then(|v| serde_json::from_value(v).ok())
             .unwrap_or_default(),
         ocr_low_confidence_lines: row.get("ocr_low_confidence_lines"),
+        page_starts: row
+            .get::<_, Option<serde_json::Value>>("page_starts")
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default(),
         bytes_judged: row.get("bytes_judged"),
         created_at: row.get("created_at"),
         completed_at: row.get("completed_at"),
@@ -440,8 +446,10 @@ impl Db {
         path: &str,
         format: OutputFormat,
         ocr: (&[(usize, usize)], u32),
+        page_starts: &[(u32, usize)],
         own_date: Option<(Date, &str)>,
     ) -> Result<bool, StoreError> {
+        let pages = (!page_starts.is_empty()).then(|| serde_json::json!(page_starts));
         let (ocr_spans, low_confidence_lines) = ocr;
         let low_confidence_lines = i32::try_from(low_confidence_lines).unwrap_or(i32::MAX);
         let client = self.client().await?;
@@ -450,9 +458,9 @@ impl Db {
         let updated = client
             .execute(
                 "UPDATE rag_documents SET parsed_path = $2, parsed_format = $6, ocr_spans = $3, \
-                 ocr_low_confidence_lines = $7, document_date = coalesce($4, document_date), \
+                 ocr_low_confidence_lines = $7, page_starts = $8, document_date = coalesce($4, document_date), \
                  date_source = coalesce($5, date_source) WHERE id = $1",
-                &[&id, &path, &spans, &date, &source, &format.as_str(), &low_confidence_lines],
+                &[&id, &path, &spans, &date, &source, &format.as_str(), &low_confidence_lines, &pages],
             )
             .await?;
         Ok(updated == 1)
