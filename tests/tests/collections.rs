@@ -368,12 +368,13 @@ async fn a_document_left_processing_with_no_attempt_is_failed_by_the_sweep() {
     let kb = Uuid::parse_str(base["id"].as_str().expect("id")).expect("uuid");
     let db = stack.db().await;
     let (stale, live) = (Uuid::new_v4(), Uuid::new_v4());
+    // Their parse began (so no other tenant's parse delivery takes them over as waiting).
     for (id, age) in [(stale, "13 hours"), (live, "1 minute")] {
         db.execute(
             &format!(
                 "INSERT INTO rag_documents (id, collection_name, kb_id, filename, filesize, filetype, status, \
-                 storage_path, attempt_started_at) VALUES ($1, $2, $3, 'a.txt', 1, 'txt', 'processing', 'documents/x', \
-                 now() - interval '{age}')"
+                 storage_path, attempt_started_at, parse_started_at) VALUES ($1, $2, $3, 'a.txt', 1, 'txt', \
+                 'processing', 'documents/x', now() - interval '{age}', now() - interval '{age}')"
             ),
             &[&id, &base["collection_name"].as_str().expect("name"), &kb],
         )
