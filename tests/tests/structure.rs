@@ -155,6 +155,34 @@ async fn a_hit_in_a_pdf_names_its_page_and_where_its_text_opens() {
 }
 
 #[tokio::test]
+async fn a_hit_in_a_workbook_or_a_deck_names_its_sheet_or_slide() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let body = json!({"name": "Sheets and decks", "scope": "org", "embedding_provider": "local",
+        "embedding_model": "all-minilm-l6-v2", "ingestion_config": {"chunk_size": 100, "chunk_overlap": 0}});
+    let (status, base) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
+    assert_eq!(status, 201, "{base}");
+    let kb = base["id"].as_str().expect("id").to_owned();
+    let sheet = r#"<row r="1"><c r="A1" t="inlineStr"><is><t>turbine spares ledger</t></is></c></row>"#;
+    stack.upload_document(&user, &kb, "stock.xlsx", &fixtures::xlsx(sheet)).await;
+    const P: &str = r#"xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main""#;
+    let slide = |text: &str| format!("<p:sld {P}><p:cSld><a:p><a:r><a:t>{text}</a:t></a:r></a:p></p:cSld></p:sld>");
+    let (one, two) = (slide("Welcome to the plant tour"), slide("Cooling water intake screens are cleaned weekly"));
+    let deck = fixtures::zip(&[
+        ("[Content_Types].xml", "<Types/>"),
+        ("ppt/presentation.xml", "<p:presentation/>"),
+        ("ppt/slides/slide1.xml", &one),
+        ("ppt/slides/slide2.xml", &two),
+    ]);
+    stack.upload_document(&user, &kb, "tour.pptx", &deck).await;
+    stack.indexed(&user, &kb).await;
+    let ledger = keyword(&stack, &user, &kb, "turbine spares ledger").await;
+    assert_eq!(ledger[0]["metadata"]["sheet"], "Data", "{ledger:?}");
+    let screens = keyword(&stack, &user, &kb, "intake screens cleaned weekly").await;
+    assert_eq!(screens[0]["metadata"]["slide"], 2, "{screens:?}");
+}
+
+#[tokio::test]
 async fn an_output_format_that_is_not_one_is_refused_by_name() {
     let stack = Stack::from_env().await;
     let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);

@@ -260,6 +260,9 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
             if !piece.heading.is_empty() {
                 metadata["heading"] = serde_json::json!(piece.heading);
             }
+            if let Some((field, value)) = &piece.section {
+                metadata[*field] = value.clone();
+            }
             rows.push(ChunkRow {
                 chunk_index: i32::try_from(first + i).unwrap_or(i32::MAX),
                 content: piece.chunk.text.replace('\0', ""),
@@ -315,13 +318,15 @@ struct ContextualChunk {
     embedded: String,
     /// The chunk's place in the parsed text in characters: `(start, end)`.
     chars: (usize, usize),
+    /// The slide (its number) or sheet (its name) the chunk begins in, for those formats.
+    section: Option<(&'static str, serde_json::Value)>,
 }
 
 /// The document's non-blank chunks under `config`, each with its context.
 fn contextual_chunks(text: &str, config: &IngestionConfig, document: &Document) -> Vec<ContextualChunk> {
     use sluice_chunk::context::{Outline, chunk_context, heading_paths, path_at, title_from_filename};
-    let paths =
-        heading_paths(text, Outline::of(&document.filetype, document.parsed_format == Some(OutputFormat::Markdown)));
+    let outline = Outline::of(&document.filetype, document.parsed_format == Some(OutputFormat::Markdown));
+    let paths = heading_paths(text, outline);
     let title = title_from_filename(&document.filename);
     // Character offsets counted once through the text: chunks come in order.
     let (mut byte_at, mut char_at) = (0usize, 0usize);
@@ -341,7 +346,16 @@ fn contextual_chunks(text: &str, config: &IngestionConfig, document: &Document) 
                 Some(context) => format!("{context}\n\n{}", chunk.text),
                 None => chunk.text.clone(),
             };
-            ContextualChunk { chunk, context, heading, embedded, chars }
+            let section = match (outline, heading.first()) {
+                (Outline::Slides, Some(slide)) => slide
+                    .strip_prefix("Slide ")
+                    .and_then(|rest| rest.split(' ').next())
+                    .and_then(|number| number.parse::<u32>().ok())
+                    .map(|number| ("slide", serde_json::json!(number))),
+                (Outline::Sheets, Some(sheet)) => Some(("sheet", serde_json::json!(sheet))),
+                _ => None,
+            };
+            ContextualChunk { chunk, context, heading, embedded, chars, section }
         })
         .collect()
 }
