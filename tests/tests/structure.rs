@@ -31,6 +31,15 @@ async fn keyword(stack: &Stack, user: &User, kb: &str, query: &str) -> Vec<Value
     found["results"].as_array().expect("results").clone()
 }
 
+/// A base of the keyless model named `name` with `ingestion` settings; its answer.
+async fn base(stack: &Stack, user: &User, name: &str, ingestion: Value) -> Value {
+    let body = json!({"name": name, "scope": "org", "embedding_provider": "local",
+        "embedding_model": "all-minilm-l6-v2", "ingestion_config": ingestion});
+    let (status, base) = stack.call_json(user, Method::POST, "/kb", Some(body)).await;
+    assert_eq!(status, 201, "{base}");
+    base
+}
+
 async fn parsed_text(stack: &Stack, user: &User, id: &str) -> Value {
     let (status, text) = stack.call_json(user, Method::GET, &format!("/rag/documents/{id}/text"), None).await;
     assert_eq!(status, 200, "{text}");
@@ -41,11 +50,8 @@ async fn parsed_text(stack: &Stack, user: &User, id: &str) -> Value {
 async fn docx_odt_and_html_are_written_as_markdown_and_each_chunk_knows_its_headings() {
     let stack = Stack::from_env().await;
     let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
-    let body = json!({"name": "Plant manuals", "scope": "org", "embedding_provider": "local",
-        "embedding_model": "all-minilm-l6-v2",
-        "ingestion_config": {"chunk_size": 200, "chunk_overlap": 0, "chunking_strategy": "markdown"}});
-    let (status, base) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
-    assert_eq!(status, 201, "{base}");
+    let settings = json!({"chunk_size": 200, "chunk_overlap": 0, "chunking_strategy": "markdown"});
+    let base = base(&stack, &user, "Plant manuals", settings).await;
     assert_eq!(base["ingestion_config"]["output_format"], "markdown", "the default for a new base: {base}");
     let kb = base["id"].as_str().expect("id").to_owned();
 
@@ -125,10 +131,7 @@ async fn docx_odt_and_html_are_written_as_markdown_and_each_chunk_knows_its_head
 async fn a_hit_in_a_pdf_names_its_page_and_where_its_text_opens() {
     let stack = Stack::from_env().await;
     let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
-    let body = json!({"name": "Reports", "scope": "org", "embedding_provider": "local",
-        "embedding_model": "all-minilm-l6-v2", "ingestion_config": {"chunk_size": 100, "chunk_overlap": 0}});
-    let (status, base) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
-    assert_eq!(status, 201, "{base}");
+    let base = base(&stack, &user, "Reports", json!({"chunk_size": 100, "chunk_overlap": 0})).await;
     let kb = base["id"].as_str().expect("id").to_owned();
     let pages = [
         "Quarterly report of the harbour authority",
@@ -158,10 +161,7 @@ async fn a_hit_in_a_pdf_names_its_page_and_where_its_text_opens() {
 async fn a_hit_in_a_workbook_or_a_deck_names_its_sheet_or_slide() {
     let stack = Stack::from_env().await;
     let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
-    let body = json!({"name": "Sheets and decks", "scope": "org", "embedding_provider": "local",
-        "embedding_model": "all-minilm-l6-v2", "ingestion_config": {"chunk_size": 100, "chunk_overlap": 0}});
-    let (status, base) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
-    assert_eq!(status, 201, "{base}");
+    let base = base(&stack, &user, "Sheets and decks", json!({"chunk_size": 100, "chunk_overlap": 0})).await;
     let kb = base["id"].as_str().expect("id").to_owned();
     let sheet = r#"<row r="1"><c r="A1" t="inlineStr"><is><t>turbine spares ledger</t></is></c></row>"#;
     stack.upload_document(&user, &kb, "stock.xlsx", &fixtures::xlsx(sheet)).await;
