@@ -177,18 +177,32 @@ fn speck(height: u32) -> u32 {
     (height / 20).max(2)
 }
 
-/// How many dark pixels each column across `line` holds (sampled at the page's own
-/// resolution), the rows sampled, and page pixels per column.
-fn dark_columns(page: &GrayImage, line: &RotatedRect, ink: u8) -> (Vec<u32>, u32, f32) {
+/// The dark pixels (below `ink`) of `line` sampled at the page's own resolution, counted
+/// per column along the text and per row across it.
+struct DarkPixels {
+    columns: Vec<u32>,
+    rows: Vec<u32>,
+}
+
+fn dark_pixels(page: &GrayImage, line: &RotatedRect, ink: u8) -> DarkPixels {
     let width = line.width.ceil().clamp(1.0, 8000.0) as u32;
     let height = line.height.ceil().clamp(1.0, 400.0) as u32;
-    let mut dark = vec![0u32; width as usize];
-    sample_line(page, line, width, height, |x, _, value| {
+    let mut dark = DarkPixels { columns: vec![0; width as usize], rows: vec![0; height as usize] };
+    sample_line(page, line, width, height, |x, y, value| {
         if value < f32::from(ink) {
-            dark[x as usize] += 1;
+            dark.columns[x as usize] += 1;
+            dark.rows[y as usize] += 1;
         }
     });
-    (dark, height, line.width / width as f32)
+    dark
+}
+
+/// How many dark pixels each column across `line` holds, the rows sampled, and page pixels
+/// per column.
+fn dark_columns(page: &GrayImage, line: &RotatedRect, ink: u8) -> (Vec<u32>, u32, f32) {
+    let dark = dark_pixels(page, line, ink);
+    let (width, height) = (dark.columns.len(), dark.rows.len() as u32);
+    (dark.columns, height, line.width / width as f32)
 }
 
 /// `line` cut down along its text to its first and last inked columns, with `pad` page
@@ -211,18 +225,12 @@ pub fn trim_to_ink(page: &GrayImage, line: &RotatedRect, ink: u8, pad: f32) -> R
 /// `line` shrunk across its text to the rows its ink fills, with `margin` of the ink's
 /// height above and below (never grown).
 pub fn fit_to_ink(page: &GrayImage, line: &RotatedRect, ink: u8, margin: f32) -> RotatedRect {
-    let width = line.width.ceil().clamp(1.0, 8000.0) as u32;
-    let height = line.height.ceil().clamp(1.0, 400.0) as u32;
-    let mut dark = vec![0u32; height as usize];
-    sample_line(page, line, width, height, |_, y, value| {
-        if value < f32::from(ink) {
-            dark[y as usize] += 1;
-        }
-    });
-    let enough = (width / 50).max(2);
-    let rows: Vec<usize> = dark.iter().enumerate().filter(|(_, c)| **c >= enough).map(|(y, _)| y).collect();
-    let (Some(&first), Some(&last)) = (rows.first(), rows.last()) else { return *line };
-    let scale = line.height / height as f32;
+    let dark = dark_pixels(page, line, ink);
+    let enough = (dark.columns.len() as u32 / 50).max(2);
+    let first = dark.rows.iter().position(|&c| c >= enough);
+    let last = dark.rows.iter().rposition(|&c| c >= enough);
+    let (Some(first), Some(last)) = (first, last) else { return *line };
+    let scale = line.height / dark.rows.len() as f32;
     let (top, bottom) = (first as f32 * scale, (last + 1) as f32 * scale);
     let inked = bottom - top;
     let fitted = (inked * (1.0 + 2.0 * margin)).min(line.height);
