@@ -4,9 +4,10 @@
 //!   front door accepts.
 //! - `sluice doctor` prints the storage backend, the bucket, whether and with which key
 //!   SSE-KMS is enforced, database reachability and the pgvector version.
-//! - `sluice parse FILE [--mime TYPE] [--text]` runs the upload path's validation,
-//!   classification and extraction on a local file and prints one JSON object (or the
-//!   text). Like the upload path it parses in a worker process (this binary again) under
+//! - `sluice parse FILE [--mime TYPE] [--text] [--markdown]` runs the upload path's
+//!   validation, classification and extraction on a local file and prints one JSON object
+//!   (or the text; as a knowledge base's `output_format: markdown` writes it with
+//!   `--markdown`). Like the upload path it parses in a worker process (this binary again) under
 //!   the same hard time and memory limits. It never needs the stack.
 //! - `sluice rag-drop NAME [--knowledge-base ID]` tears a collection name down through the
 //!   same teardown `DELETE /kb/{id}` queues: the one base holding it (or the one named);
@@ -75,6 +76,9 @@ enum Command {
         /// Print the extracted text instead of the JSON verdict.
         #[arg(long)]
         text: bool,
+        /// Write the formats that have structure as markdown (a knowledge base's default).
+        #[arg(long)]
+        markdown: bool,
     },
     /// Apply the migrations and create the application login (the deploy's migrate step).
     Migrate,
@@ -169,7 +173,7 @@ async fn run() -> ExitCode {
             }
         }
         Command::Doctor => doctor().await,
-        Command::Parse { file, mime, text } => parse(&file, mime.as_deref(), text),
+        Command::Parse { file, mime, text, markdown } => parse(&file, mime.as_deref(), text, markdown),
         Command::RagDrop { name, knowledge_base } => rag_drop(&name, knowledge_base).await,
         Command::Migrate => migrate().await,
         Command::RagIngest { path, collection, knowledge_base, mode } => {
@@ -257,7 +261,7 @@ async fn rag_drop(name: &str, knowledge_base: Option<Uuid>) -> ExitCode {
 }
 
 /// `sluice parse`: one JSON object with the verdict, or the text with `--text`.
-fn parse(path: &std::path::Path, mime: Option<&str>, print_text: bool) -> ExitCode {
+fn parse(path: &std::path::Path, mime: Option<&str>, print_text: bool, markdown: bool) -> ExitCode {
     let started = std::time::Instant::now();
     let config = sluice_domain::Config::from_lookup(|name| match name {
         "SLUICE_BUCKET" | "SLUICE_KMS_KEY_ID" => Some("unused".to_owned()),
@@ -295,7 +299,7 @@ fn parse(path: &std::path::Path, mime: Option<&str>, print_text: bool) -> ExitCo
         }
     };
     // As a chat upload is read: OCR of at most CHAT_OCR_MAX_PAGES scanned pages.
-    let options = sluice_isolate::chat_options(&config);
+    let options = sluice_isolate::chat_options(&config).with_markdown(markdown);
     let extractor = match sluice_isolate::Extractor::current_exe(config.parse_max_memory_bytes) {
         Ok(extractor) => extractor,
         Err(error) => {

@@ -93,6 +93,11 @@ impl TextBudget {
         self.used
     }
 
+    /// The characters still to be spent.
+    pub fn remaining(&self) -> usize {
+        self.max_chars - self.used
+    }
+
     pub fn is_truncated(&self) -> bool {
         self.truncated
     }

@@ -67,7 +67,7 @@ pub struct ExtractOptions {
     pub max_pages: u32,
     /// OCR of scanned pages and images; `None` leaves them without text.
     pub ocr: Option<OcrOptions>,
-    /// Write the formats that have structure (DOCX, ODT, HTML) as markdown; the others
+    /// Write the formats that have structure (PDF, DOCX, ODT, HTML) as markdown; the others
     /// are written as text either way, and `Extraction::markdown` says which it was.
     #[serde(default)]
     pub markdown: bool,
@@ -249,11 +249,13 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
     // reader); a panic makes the file unreadable instead of failing the request.
     let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), ReadError> {
         match kind.extension {
-            "pdf" => crate::pdf::pdf(bytes, &mut budget, options.max_pages, scanner.as_mut()).map(|stats| {
-                extraction.pages = Some(stats.pages);
-                extraction.date = stats.date;
-                extraction.page_starts = stats.page_starts;
-            }),
+            "pdf" => crate::pdf::pdf(bytes, &mut budget, options.max_pages, scanner.as_mut(), options.markdown).map(
+                |stats| {
+                    extraction.pages = Some(stats.pages);
+                    extraction.date = stats.date;
+                    extraction.page_starts = stats.page_starts;
+                },
+            ),
             "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" => {
                 Container::open(bytes, options.limits).map_err(ReadError::from).and_then(|mut container| {
                     let read = match kind.extension {
@@ -293,7 +295,7 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
             }
             extraction.text = Some(text);
             // The readers that write markdown (the list `/rag/supported-formats` shows).
-            extraction.markdown = options.markdown && matches!(kind.extension, "docx" | "odt");
+            extraction.markdown = options.markdown && matches!(kind.extension, "docx" | "odt" | "pdf");
         }
         Err(ReadError::Unsafe { code, message }) => {
             return Err(Refusal { code: RefusalCode::UnsafeContainer(code), message });

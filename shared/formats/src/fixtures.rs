@@ -158,6 +158,64 @@ pub fn pdf_two_columns(left: &[&str], right: &[&str]) -> Vec<u8> {
     pdf_file_with_info(&objects, None)
 }
 
+/// What is drawn on a typeset PDF page, in points from the page's bottom left.
+#[derive(Debug, Clone, Copy)]
+pub enum Ink<'a> {
+    /// Helvetica (or Helvetica-Bold) text of `size` points starting at `x`, on baseline `y`.
+    Text { x: f32, y: f32, size: f32, bold: bool, text: &'a str },
+    /// A ruling line of half a point.
+    Rule { from: (f32, f32), to: (f32, f32) },
+}
+
+/// Text as a PDF string in WinAnsi encoding: `(`, `)` and `\` escaped, a bullet and dashes
+/// as their WinAnsi bytes, any other character outside ASCII as `?`.
+fn pdf_string(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '(' | ')' | '\\' => format!("\\{c}"),
+            '•' => "\\225".to_owned(),
+            '–' => "\\226".to_owned(),
+            '—' => "\\227".to_owned(),
+            c if c.is_ascii() => c.to_string(),
+            _ => "?".to_owned(),
+        })
+        .collect()
+}
+
+/// A US Letter PDF with one page per entry of `pages`, each drawn as its inks say
+/// (Helvetica and Helvetica-Bold in WinAnsi encoding).
+pub fn pdf_typeset(pages: &[Vec<Ink<'_>>]) -> Vec<u8> {
+    let page_ids: Vec<usize> = (0..pages.len()).map(|i| 5 + 2 * i).collect();
+    let mut objects: Vec<String> = vec![
+        "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),
+        format!(
+            "<< /Type /Pages /Kids [{}] /Count {} >>",
+            page_ids.iter().map(|id| format!("{id} 0 R")).collect::<Vec<_>>().join(" "),
+            pages.len()
+        ),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>".to_owned(),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>".to_owned(),
+    ];
+    for (i, inks) in pages.iter().enumerate() {
+        objects.push(format!(
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R /F2 4 0 R >> >> /Contents {} 0 R >>",
+            page_ids[i] + 1
+        ));
+        let stream: String = inks
+            .iter()
+            .map(|ink| match *ink {
+                Ink::Text { x, y, size, bold, text } => {
+                    format!("BT /F{} {size} Tf {x} {y} Td ({}) Tj ET\n", if bold { 2 } else { 1 }, pdf_string(text))
+                }
+                Ink::Rule { from, to } => format!("0.5 w {} {} m {} {} l S\n", from.0, from.1, to.0, to.1),
+            })
+            .collect();
+        objects.push(format!("<< /Length {} >>\nstream\n{stream}endstream", stream.len()));
+    }
+    let objects: Vec<Vec<u8>> = objects.into_iter().map(String::into_bytes).collect();
+    pdf_file(&objects)
+}
+
 /// `pdf(pages)` with an Info dictionary of `info` entries (`/CreationDate (D:2019…)`).
 pub fn pdf_with_info(pages: &[&str], info: &str) -> Vec<u8> {
     pdf_pages(pages, Some(info))

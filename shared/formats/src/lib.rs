@@ -18,6 +18,7 @@ pub mod markup;
 pub mod msg;
 pub mod office;
 pub mod pdf;
+pub mod pdf_structure;
 pub mod scan;
 pub mod sheets;
 pub mod sniff;

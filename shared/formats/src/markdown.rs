@@ -129,6 +129,18 @@ impl MarkdownWriter {
         }
     }
 
+    /// Ends a page: its last block is closed with a blank line, so the next page's text
+    /// starts exactly where its first block does.
+    pub fn end_page(&mut self, budget: &mut TextBudget) -> Result<(), Stop> {
+        self.table_width = None;
+        if self.last == Last::Nothing {
+            return Ok(());
+        }
+        self.last = Last::Nothing;
+        budget.end_line()?;
+        budget.push("\n")
+    }
+
     /// Ends a table: the next row starts a new one (with its own header).
     pub fn end_table(&mut self) {
         self.table_width = None;

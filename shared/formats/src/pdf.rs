@@ -6,10 +6,16 @@
 //! With OCR on, a page whose text layer is negligible while an image covers most of it is
 //! a scan: it is rendered at the OCR resolution and read by the OCR engine instead. A page
 //! with a real text layer is never OCRed.
+//!
+//! As markdown, every page's text layer is read first (up to what the budget can keep), so
+//! that the document's body size, heading sizes and running headers are known before any
+//! page is written (see [`crate::pdf_structure`]).
 
 use crate::budget::{Stop, TextBudget};
 use crate::dates::{DateSource, OwnDate};
+use crate::markdown::MarkdownWriter;
 use crate::office::ReadError;
+use crate::pdf_structure::{Style, TextPage};
 use crate::scan::Scanner;
 use image::GrayImage;
 use pdfium_render::prelude::{
@@ -63,8 +69,6 @@ pub struct PdfStats {
     pub page_starts: Vec<(u32, usize)>,
 }
 
-/// Extracts the text of at most `max_pages` pages into the budget, OCRing scanned pages
-/// when `scanner` is given.
 /// The Info dictionary's `CreationDate`, else its `ModDate`.
 fn own_date(document: &PdfDocument<'_>) -> Option<OwnDate> {
     let metadata = document.metadata();
@@ -79,11 +83,47 @@ fn own_date(document: &PdfDocument<'_>) -> Option<OwnDate> {
     })
 }
 
+/// The text layers of a document's pages read ahead for markdown, and what they say of
+/// its type.
+struct Structure {
+    pages: Vec<Option<TextPage>>,
+    style: Style,
+    writer: MarkdownWriter,
+}
+
+impl Structure {
+    /// Reads the text layers of the first `last` pages, stopping once they hold more than
+    /// the budget can keep (or the time is up: the pages not read ahead are read as text).
+    fn read(document: &PdfDocument<'_>, last: i32, budget: &TextBudget) -> Self {
+        let mut pages = Vec::new();
+        let mut chars = 0;
+        for index in 0..last {
+            if chars > budget.remaining() || budget.check_time().is_err() {
+                break;
+            }
+            let page = document.pages().get(index).ok().map(|page| crate::pdf_structure::read_page(&page));
+            chars += page.as_ref().map_or(0, TextPage::chars);
+            pages.push(page);
+        }
+        let style = Style::of(pages.iter().flatten());
+        Self { pages, style, writer: MarkdownWriter::default() }
+    }
+
+    /// Writes page `index` as markdown, if it was read ahead.
+    fn write(&mut self, index: i32, budget: &mut TextBudget) -> Option<Result<(), Stop>> {
+        let page = self.pages.get_mut(index as usize)?.take()?;
+        Some(crate::pdf_structure::write_page(page, &self.style, &mut self.writer, budget))
+    }
+}
+
+/// Extracts the text of at most `max_pages` pages into the budget (as markdown when
+/// `markdown`), OCRing scanned pages when `scanner` is given.
 pub fn pdf(
     bytes: &[u8],
     budget: &mut TextBudget,
     max_pages: u32,
     mut scanner: Option<&mut Scanner>,
+    markdown: bool,
 ) -> Result<PdfStats, ReadError> {
     let pdfium = pdfium()?;
     let document = pdfium.load_pdf_from_byte_slice(bytes, None).map_err(|error| match error {
@@ -101,6 +141,7 @@ pub fn pdf(
     };
     let max_pages = max_pages.clamp(1, MAX_PAGES);
     let last = pages.len().min(max_pages as i32);
+    let mut structure = markdown.then(|| Structure::read(&document, last, budget));
     for index in 0..last {
         if budget.check_time().is_err() {
             match scanner.as_deref_mut() {
@@ -121,11 +162,14 @@ pub fn pdf(
                 let dpi = scanner.dpi();
                 scanner.page(index as u32 + 1, || render(&page, dpi), budget)
             }
-            // PDFium ends lines with CRLF; the rest of Sluice uses LF.
-            _ => {
-                let text = text.replace("\r\n", "\n").replace('\r', "\n");
-                budget.push(text.trim_end()).and_then(|()| budget.push("\n\n"))
-            }
+            _ => match structure.as_mut().and_then(|s| s.write(index, budget)) {
+                Some(written) => written,
+                // PDFium ends lines with CRLF; the rest of Sluice uses LF.
+                None => {
+                    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+                    budget.push(text.trim_end()).and_then(|()| budget.push("\n\n"))
+                }
+            },
         };
         match pushed {
             Ok(()) => {}

@@ -338,3 +338,105 @@ fn a_pdf_with_no_readable_page_is_unreadable_not_an_empty_document() {
         assert!(why.contains("no page that can be read"), "{name}: {why}");
     }
 }
+
+/// A three-page report typeset as a word processor would: a running header and a page
+/// number on every page, a title, headings of two sizes and a bold one, a paragraph with a
+/// word hyphenated at a line's end, a bulleted and a numbered list, and a ruled table.
+fn typeset_report() -> Vec<u8> {
+    use sluice_formats::fixtures::Ink::{self, Rule, Text};
+    let text = |x: f32, y: f32, size: f32, bold: bool, text: &'static str| Text { x, y, size, bold, text };
+    let margins = |n: usize| {
+        vec![
+            text(72.0, 760.0, 8.0, false, "Harbour Authority Annual Report"),
+            Text { x: 300.0, y: 30.0, size: 8.0, bold: false, text: ["Page 1", "Page 2", "Page 3"][n] },
+        ]
+    };
+    let body = |y: f32, line: &'static str| text(72.0, y, 10.0, false, line);
+    let mut first: Vec<Ink<'static>> = margins(0);
+    first.extend([
+        text(72.0, 700.0, 20.0, true, "Harbour Survey 2026"),
+        text(72.0, 660.0, 14.0, true, "Dredging"),
+        body(640.0, "The northern channel was dredged in March, and the dredg-"),
+        body(627.0, "ing of the eastern berth follows once the silt is measured."),
+        body(600.0, "Before the work starts the harbour master checks:"),
+        text(72.0, 585.0, 10.0, false, "•"),
+        body(585.0, ""),
+        text(84.0, 585.0, 10.0, false, "the pilot's licence and the tide table,"),
+        text(84.0, 573.0, 10.0, false, "signed by the master"),
+        text(72.0, 561.0, 10.0, false, "•"),
+        text(84.0, 561.0, 10.0, false, "the survey of the silt"),
+        body(535.0, "1. Close the berth to shipping."),
+        body(523.0, "2. Move the buoys."),
+    ]);
+    first.retain(|ink| !matches!(ink, Text { text: "", .. }));
+    let mut second = margins(1);
+    second.extend([text(72.0, 700.0, 14.0, true, "Parts in stock"), body(680.0, "The store holds these parts.")]);
+    // A ruled table of three columns; the first body row's part name wraps onto two lines.
+    for y in [662.0, 646.0, 618.0, 602.0] {
+        second.push(Rule { from: (70.0, y), to: (400.0, y) });
+    }
+    for x in [70.0, 200.0, 300.0, 400.0] {
+        second.push(Rule { from: (x, 602.0), to: (x, 662.0) });
+    }
+    second.extend([
+        text(75.0, 651.0, 10.0, true, "Part"),
+        text(205.0, 651.0, 10.0, true, "Code"),
+        text(305.0, 651.0, 10.0, true, "Count"),
+        body(635.0, "Lip seal"),
+        text(75.0, 623.0, 10.0, false, "for pumps"),
+        text(205.0, 635.0, 10.0, false, "LS-40"),
+        text(305.0, 635.0, 10.0, false, "12"),
+        text(75.0, 607.0, 10.0, false, "Gasket"),
+        text(205.0, 607.0, 10.0, false, "GK-7"),
+        text(305.0, 607.0, 10.0, false, "3"),
+    ]);
+    let mut third = margins(2);
+    third.extend([
+        text(72.0, 700.0, 10.0, true, "Costs"),
+        body(684.0, "The council pays for the dredging from the harbour dues."),
+    ]);
+    sluice_formats::fixtures::pdf_typeset(&[first, second, third])
+}
+
+#[test]
+fn a_typeset_pdf_as_markdown_keeps_headings_lists_and_tables_without_its_running_lines() {
+    require_pdfium();
+    let bytes = typeset_report();
+    let extraction =
+        run_with("report.pdf", &bytes, ExtractOptions::new(200_000).with_markdown(true)).expect("accepted");
+    assert!(extraction.markdown);
+    let text = extraction.text.expect("text");
+    assert_eq!(
+        text,
+        "# Harbour Survey 2026\n\n## Dredging\n\nThe northern channel was dredged in March, and the dredging of the eastern \
+         berth follows once the silt is measured.\n\nBefore the work starts the harbour master checks:\n\n- the pilot's \
+         licence and the tide table, signed by the master\n- the survey of the silt\n\n1. Close the berth to shipping.\n1. \
+         Move the buoys.\n\n## Parts in stock\n\nThe store holds these parts.\n\n| Part | Code | Count |\n| --- | --- | --- \
+         |\n| Lip seal for pumps | LS-40 | 12 |\n| Gasket | GK-7 | 3 |\n\n### Costs\n\nThe council pays for the dredging \
+         from the harbour dues."
+    );
+    // Each page starts where its first block does.
+    let starts: Vec<(u32, &str)> = extraction
+        .page_starts
+        .iter()
+        .map(|&(page, at)| (page, text[at..].lines().next().unwrap_or_default()))
+        .collect();
+    assert_eq!(starts, [(1, "# Harbour Survey 2026"), (2, "## Parts in stock"), (3, "### Costs")]);
+    // As text, the same PDF reads as it always has: every line, running ones too.
+    let plain = run("report.pdf", &bytes).expect("accepted").text.expect("text");
+    assert!(plain.contains("Harbour Authority Annual Report") && plain.contains("dredg"), "{plain}");
+    assert!(!plain.contains('#') && !plain.contains('|'), "{plain}");
+}
+
+#[test]
+fn a_two_column_pdf_as_markdown_reads_the_left_column_before_the_right() {
+    require_pdfium();
+    use sluice_formats::fixtures::{LEFT_COLUMN, RIGHT_COLUMN, pdf_two_columns};
+    let bytes = pdf_two_columns(LEFT_COLUMN, RIGHT_COLUMN);
+    let extraction = run_with("paper.pdf", &bytes, ExtractOptions::new(200_000).with_markdown(true)).expect("accepted");
+    let text = extraction.text.expect("text");
+    let left_end = text.find("the last line of the left.").expect("left column");
+    let right_start = text.find("The right column begins").expect("right column");
+    assert!(left_end < right_start, "{text}");
+    assert!(!text.contains('|'), "two columns of prose are no table: {text}");
+}

@@ -13,6 +13,9 @@
 //! gutter (a title, a figure caption) is a band of its own. Within a column, rows are read
 //! top to bottom and left to right, a blank line where the gap between rows says a
 //! paragraph ends.
+//!
+//! The same reading order serves a PDF's text layer ([`in_reading_order`]): its lines come
+//! from the characters' boxes instead of the detector, and what follows is the same.
 
 use crate::geometry::{RotatedRect, blank_runs, trim_to_ink};
 use image::GrayImage;
@@ -164,7 +167,7 @@ pub fn split_at_column_gaps(page: &GrayImage, lines: Vec<RotatedRect>, ink: u8) 
     // gutter is cut there too, where it is blank (a title is inked across it, whole).
     let split: Vec<RotatedRect> = split.iter().map(|l| trim_to_ink(page, l, ink, INK_PAD * l.height)).collect();
     let extents: Vec<Extent> = split.iter().map(|l| straight.extent(l)).collect();
-    let gutters = gutters(&extents, typical);
+    let gutters = gutters(&extents, typical, MIN_COLUMN_WIDTH);
     let reach = typical / 2.0;
     let mut finished = Vec::with_capacity(split.len());
     for (line, extent) in split.into_iter().zip(extents) {
@@ -199,13 +202,46 @@ fn cut(line: &RotatedRect, cuts: &[(f32, f32)]) -> Vec<RotatedRect> {
     pieces
 }
 
-/// Recognized lines into text, column by column (see the module's comment).
-pub fn reading_order(lines: Vec<(RotatedRect, String)>) -> String {
+/// What separates a row from the row before it in reading order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Break {
+    /// The next line of the same paragraph or list.
+    Line,
+    /// A gap wide enough to end a paragraph.
+    Paragraph,
+    /// Another column's run, or a band across the columns: a new block.
+    Block,
+}
+
+/// A row of a page in reading order: the lines that share it, left to right.
+#[derive(Debug)]
+pub struct Row<T> {
+    pub lines: Vec<(RotatedRect, T)>,
+    pub before: Break,
+}
+
+/// How wide a column must be to be read as one, in median line heights: the OCR reads
+/// narrower columns as a table's ([`MIN_COLUMN_WIDTH`]); a text layer, whose tables are
+/// told apart by their cells, asks for more.
+#[derive(Debug, Clone, Copy)]
+pub struct Columns {
+    pub min_width: f32,
+}
+
+impl Default for Columns {
+    fn default() -> Self {
+        Self { min_width: MIN_COLUMN_WIDTH }
+    }
+}
+
+/// The lines of a page in reading order (see the module's comment): the one place that
+/// decides which text comes next, for recognized lines and for a PDF's text layer alike.
+pub fn in_reading_order<T>(lines: Vec<(RotatedRect, T)>, columns: Columns) -> Vec<Row<T>> {
     let rects: Vec<RotatedRect> = lines.iter().map(|(rect, _)| *rect).collect();
     let straight = Straighten::of(&rects);
     let extents: Vec<Extent> = rects.iter().map(|r| straight.extent(r)).collect();
     let typical = median_height(&rects);
-    let gutters = gutters(&extents, typical);
+    let gutters = gutters(&extents, typical, columns.min_width);
     if gutters.is_empty() {
         return rows(lines);
     }
@@ -225,30 +261,46 @@ pub fn reading_order(lines: Vec<(RotatedRect, String)>) -> String {
             _ => bands.push((across, vec![index])),
         }
     }
-    let mut slots: Vec<Option<(RotatedRect, String)>> = lines.into_iter().map(Some).collect();
-    let mut parts = Vec::new();
+    let mut slots: Vec<Option<(RotatedRect, T)>> = lines.into_iter().map(Some).collect();
+    let mut ordered = Vec::new();
     for (across, members) in bands {
         if across {
-            parts.push(rows(members.iter().filter_map(|&i| slots[i].take()).collect()));
+            ordered.extend(rows(members.iter().filter_map(|&i| slots[i].take()).collect()));
             continue;
         }
         for c in 0..=gutters.len() {
-            let in_column: Vec<(RotatedRect, String)> =
+            let in_column: Vec<(RotatedRect, T)> =
                 members.iter().filter(|&&i| column(&extents[i]) == c).filter_map(|&i| slots[i].take()).collect();
-            if !in_column.is_empty() {
-                parts.push(rows(in_column));
-            }
+            ordered.extend(rows(in_column));
         }
     }
-    parts.retain(|p| !p.is_empty());
-    parts.join("\n\n")
+    ordered
+}
+
+/// Recognized lines into text, column by column: blocks apart by a blank line, rows by a
+/// line break (a blank line where a paragraph ends), lines sharing a row by a space.
+pub fn reading_order(lines: Vec<(RotatedRect, String)>) -> String {
+    let mut blocks: Vec<String> = Vec::new();
+    for row in in_reading_order(lines, Columns::default()) {
+        let words: Vec<&str> = row.lines.iter().map(|l| l.1.as_str()).collect();
+        match (row.before, blocks.last_mut()) {
+            (Break::Block, _) | (_, None) => blocks.push(String::new()),
+            (Break::Paragraph, Some(block)) => block.push_str("\n\n"),
+            (Break::Line, Some(block)) => block.push('\n'),
+        }
+        if let Some(block) = blocks.last_mut() {
+            block.push_str(&words.join(" "));
+        }
+    }
+    blocks.retain(|b| !b.is_empty());
+    blocks.join("\n\n")
 }
 
 /// The middles of the page's gutters, left to right: stretches (at least [`MIN_GUTTER`]
 /// line heights wide) that at most [`GUTTER_COVERAGE`] of the lines (two line heights long
-/// or more) cover, with text well covered on both sides; none when a column between them would be narrower than
-/// [`MIN_COLUMN_WIDTH`] (a table).
-fn gutters(extents: &[Extent], typical: f32) -> Vec<f32> {
+/// or more) cover, with text well covered on both sides; none when a column between them
+/// would be narrower than `min_column_width` line heights (a table).
+fn gutters(extents: &[Extent], typical: f32, min_column_width: f32) -> Vec<f32> {
     if extents.len() < 4 || typical <= 0.0 {
         return Vec::new();
     }
@@ -288,17 +340,18 @@ fn gutters(extents: &[Extent], typical: f32) -> Vec<f32> {
         }
     }
     let edges: Vec<f32> = std::iter::once(left).chain(found.iter().copied()).chain(std::iter::once(right)).collect();
-    if edges.windows(2).any(|pair| pair[1] - pair[0] < MIN_COLUMN_WIDTH * typical) {
+    if edges.windows(2).any(|pair| pair[1] - pair[0] < min_column_width * typical) {
         return Vec::new();
     }
     found
 }
 
-/// Lines of one column into text: rows top to bottom, lines sharing a row left to right, a
-/// blank line where the gap between rows says a paragraph ends.
-fn rows(mut lines: Vec<(RotatedRect, String)>) -> String {
+/// Lines of one column into rows: top to bottom, lines sharing a row left to right, the
+/// first a new block and each next one a new paragraph where the gap between rows says one
+/// ends.
+fn rows<T>(mut lines: Vec<(RotatedRect, T)>) -> Vec<Row<T>> {
     lines.sort_by(|a, b| a.0.cy.total_cmp(&b.0.cy));
-    let mut rows: Vec<Vec<(RotatedRect, String)>> = Vec::new();
+    let mut rows: Vec<Vec<(RotatedRect, T)>> = Vec::new();
     for line in lines {
         match rows.last_mut() {
             // Lines share a row when their centres are closer than half the smaller one's
@@ -310,19 +363,20 @@ fn rows(mut lines: Vec<(RotatedRect, String)>) -> String {
     let mut heights: Vec<f32> = rows.iter().map(|row| row[0].0.height).collect();
     heights.sort_by(f32::total_cmp);
     let typical = heights.get(heights.len() / 2).copied().unwrap_or(0.0);
-    let mut text = String::new();
+    let mut ordered = Vec::with_capacity(rows.len());
     let mut previous_bottom: Option<f32> = None;
     for mut row in rows {
         row.sort_by(|a, b| a.0.left().total_cmp(&b.0.left()));
         let top = row.iter().map(|l| l.0.top()).fold(f32::MAX, f32::min);
-        if let Some(bottom) = previous_bottom {
-            text.push_str(if top - bottom > typical * 0.6 { "\n\n" } else { "\n" });
-        }
+        let before = match previous_bottom {
+            None => Break::Block,
+            Some(bottom) if top - bottom > typical * 0.6 => Break::Paragraph,
+            Some(_) => Break::Line,
+        };
         previous_bottom = Some(row.iter().map(|l| l.0.bottom()).fold(f32::MIN, f32::max));
-        let words: Vec<&str> = row.iter().map(|l| l.1.as_str()).collect();
-        text.push_str(&words.join(" "));
+        ordered.push(Row { lines: row, before });
     }
-    text
+    ordered
 }
 
 #[cfg(test)]

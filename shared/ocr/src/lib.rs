@@ -15,9 +15,9 @@
 //! side.
 
 mod geometry;
-mod layout;
+pub mod layout;
 
-use geometry::RotatedRect;
+pub use geometry::RotatedRect;
 use image::GrayImage;
 use ort::environment::Environment;
 use ort::session::Session;
