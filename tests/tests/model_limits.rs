@@ -105,7 +105,8 @@ async fn a_local_base_reads_every_character_and_finds_what_ends_a_chunk() {
     let document = indexed_document(&stack, &owner, kb).await;
     assert_eq!(document["truncated_chunks"], 0, "{document}");
     let chunks = document["chunk_count"].as_i64().expect("count");
-    assert!(chunks >= 20, "{document}");
+    // About a chunk a page (a page's lines are one markdown paragraph, pages apart).
+    assert!(chunks >= 15, "{document}");
 
     // A fact that sits in the last third of its chunk, and the question about it.
     let table = format!("rag_{}", collection);

@@ -101,7 +101,7 @@ async fn docx_odt_and_html_are_written_as_markdown_and_each_chunk_knows_its_head
     );
     let (status, formats) = stack.call_json(&user, Method::GET, "/rag/supported-formats", None).await;
     assert_eq!(status, 200, "{formats}");
-    assert_eq!(formats["output_formats"]["markdown"], json!([".docx", ".html", ".odt"]), "{formats}");
+    assert_eq!(formats["output_formats"]["markdown"], json!([".docx", ".html", ".odt", ".pdf"]), "{formats}");
     assert_eq!(formats["default_output_format"], "markdown");
 
     // To text: a re-index reads each original again, and the headings go with the markup.
@@ -194,4 +194,85 @@ async fn an_output_format_that_is_not_one_is_refused_by_name() {
     let (status, listed) = stack.call_json(&user, Method::GET, "/kb", None).await;
     assert_eq!(status, 200, "{listed}");
     assert!(!listed.to_string().contains("\"Bad\""), "nothing was created: {listed}");
+}
+
+/// A pump station manual of seven pages, typeset as a word processor would: a running
+/// header and a page number on each page, one top-level section a page (a heading and
+/// prose), and on page 7 a section "Maintenance" whose "Spare parts" table holds the answer.
+fn manual_pdf() -> Vec<u8> {
+    use fixtures::Ink::{self, Rule, Text};
+    const TOPICS: [&str; 6] = ["Intake", "Screens", "Wet well", "Motors", "Controls", "Alarms"];
+    let text = |x: f32, y: f32, size: f32, bold: bool, text: &'static str| Text { x, y, size, bold, text };
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let mut pages: Vec<Vec<Ink<'static>>> = Vec::new();
+    for page in 1..=7 {
+        let mut inks = vec![
+            text(72.0, 760.0, 8.0, false, "Pump station manual"),
+            text(300.0, 30.0, 8.0, false, leak(format!("Page {page}"))),
+        ];
+        if page < 7 {
+            let topic = TOPICS[page - 1];
+            inks.push(text(72.0, 700.0, 18.0, true, topic));
+            for line in 0..8 {
+                let prose = format!(
+                    "The {} section, line {line}, says how the station's {} is kept in working order.",
+                    topic.to_lowercase(),
+                    topic.to_lowercase()
+                );
+                inks.push(text(72.0, 676.0 - 13.0 * line as f32, 10.0, false, leak(prose)));
+            }
+        } else {
+            inks.push(text(72.0, 700.0, 18.0, true, "Maintenance"));
+            inks.push(text(72.0, 672.0, 14.0, true, "Spare parts"));
+            inks.push(text(72.0, 652.0, 10.0, false, "Keep these parts in the store by the control room."));
+            for y in [640.0, 624.0, 608.0, 592.0] {
+                inks.push(Rule { from: (70.0, y), to: (420.0, y) });
+            }
+            for (row, cells) in [["Part", "Code", "Interval"], ["Impeller", "IMP-7731", "4000 hours"], ["Seal kit", "SK-210", "2000 hours"]]
+                .iter()
+                .enumerate()
+            {
+                for (column, cell) in cells.iter().enumerate() {
+                    inks.push(text(75.0 + 130.0 * column as f32, 629.0 - 16.0 * row as f32, 10.0, row == 0, cell));
+                }
+            }
+        }
+        pages.push(inks);
+    }
+    fixtures::pdf_typeset(&pages)
+}
+
+#[tokio::test]
+async fn an_answer_in_a_table_on_page_seven_is_found_with_its_page_and_headings() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let settings = json!({"chunk_size": 300, "chunk_overlap": 0, "chunking_strategy": "markdown"});
+    let base = base(&stack, &user, "Pump station", settings).await;
+    let kb = base["id"].as_str().expect("id").to_owned();
+    let accepted = stack.upload_document(&user, &kb, "manual.pdf", &manual_pdf()).await;
+    let id = accepted["tracking_id"].as_str().expect("id").to_owned();
+    stack.indexed(&user, &kb).await;
+
+    let hits = keyword(&stack, &user, &kb, "impeller").await;
+    let first = hits.first().unwrap_or_else(|| panic!("nothing found: {hits:?}"));
+    assert_eq!(first["metadata"]["pages"], json!([7, 7]), "{first}");
+    assert_eq!(first["metadata"]["heading"], json!(["Maintenance", "Spare parts"]), "{first}");
+    let content = first["content"].as_str().expect("content");
+    assert!(content.contains("| Impeller | IMP-7731 | 4000 hours |"), "the answer in its row: {content}");
+
+    // Split at its headings: every chunk sits in one top-level section (each is longer than
+    // a chunk), and no chunk carries the running header or a page number.
+    let all = keyword(&stack, &user, &kb, "station").await;
+    assert!(all.len() >= 6, "{all:?}");
+    for hit in &all {
+        let content = hit["content"].as_str().expect("content");
+        let sections = content.lines().filter(|line| line.starts_with("# ")).count();
+        assert!(sections <= 1, "a chunk across two sections: {content}");
+        assert!(!content.contains("Pump station manual") && !content.contains("Page "), "{content}");
+        let pages = &hit["metadata"]["pages"];
+        assert_eq!(pages[0], pages[1], "one section, one page: {hit}");
+    }
+    let text = parsed_text(&stack, &user, &id).await;
+    assert_eq!(text["format"], "markdown", "{text}");
+    assert!(text["text"].as_str().expect("text").starts_with("# Intake\n\nThe intake section, line 0,"), "{text}");
 }

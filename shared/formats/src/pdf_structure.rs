@@ -259,27 +259,35 @@ fn margin_key(text: &str) -> String {
     key.trim().to_owned()
 }
 
-/// Where a page's running lines may be: its margins, and its first and last rows (a
-/// page number is often set well inside the margin, below the last line of text).
+/// Where a page's running lines may be: its margins, and its first and last rows when set
+/// apart from the text by more than a line's height (a page number is often set well
+/// inside the margin, below the last line of text; a first line of text at the usual
+/// leading is text, however often it recurs).
 #[derive(Debug, Clone, Copy)]
 struct Margins {
     height: f32,
-    first_row: f32,
-    last_row: f32,
+    first_row: Option<f32>,
+    last_row: Option<f32>,
 }
 
 impl Margins {
     fn of(page: &TextPage) -> Self {
-        let centres = page.spans.iter().map(|(rect, _)| rect.cy);
+        let rects: Vec<&RotatedRect> = page.spans.iter().map(|(rect, _)| rect).collect();
+        let in_row = |rect: &RotatedRect, row: &RotatedRect| (rect.cy - row.cy).abs() < rect.height.min(row.height) / 2.0;
+        let apart = |edge: Option<&&RotatedRect>, gap: &dyn Fn(&RotatedRect, &RotatedRect) -> f32| {
+            let edge = *edge?;
+            let nearest = rects.iter().filter(|r| !in_row(r, edge)).map(|r| gap(edge, r)).fold(f32::MAX, f32::min);
+            (nearest > edge.height).then_some(edge.cy)
+        };
         Self {
             height: page.height,
-            first_row: centres.clone().fold(f32::MAX, f32::min),
-            last_row: centres.fold(f32::MIN, f32::max),
+            first_row: apart(rects.iter().min_by(|a, b| a.cy.total_cmp(&b.cy)), &|edge, r| r.top() - edge.bottom()),
+            last_row: apart(rects.iter().max_by(|a, b| a.cy.total_cmp(&b.cy)), &|edge, r| edge.top() - r.bottom()),
         }
     }
 
     fn contain(&self, rect: &RotatedRect) -> bool {
-        let in_row = |row: f32| (rect.cy - row).abs() < rect.height / 2.0;
+        let in_row = |row: Option<f32>| row.is_some_and(|row| (rect.cy - row).abs() < rect.height / 2.0);
         rect.bottom() <= MARGIN_SHARE * self.height
             || rect.top() >= (1.0 - MARGIN_SHARE) * self.height
             || in_row(self.first_row)
