@@ -101,7 +101,7 @@ async fn docx_odt_and_html_are_written_as_markdown_and_each_chunk_knows_its_head
     );
     let (status, formats) = stack.call_json(&user, Method::GET, "/rag/supported-formats", None).await;
     assert_eq!(status, 200, "{formats}");
-    assert_eq!(formats["output_formats"]["markdown"], json!([".docx", ".html", ".odt", ".pdf"]), "{formats}");
+    assert_eq!(formats["output_formats"]["markdown"], json!([".doc", ".docx", ".html", ".odt", ".pdf"]), "{formats}");
     assert_eq!(formats["default_output_format"], "markdown");
 
     // To text: a re-index reads each original again, and the headings go with the markup.
@@ -228,9 +228,13 @@ fn manual_pdf() -> Vec<u8> {
             for y in [640.0, 624.0, 608.0, 592.0] {
                 inks.push(Rule { from: (70.0, y), to: (420.0, y) });
             }
-            for (row, cells) in [["Part", "Code", "Interval"], ["Impeller", "IMP-7731", "4000 hours"], ["Seal kit", "SK-210", "2000 hours"]]
-                .iter()
-                .enumerate()
+            for (row, cells) in [
+                ["Part", "Code", "Interval"],
+                ["Impeller", "IMP-7731", "4000 hours"],
+                ["Seal kit", "SK-210", "2000 hours"],
+            ]
+            .iter()
+            .enumerate()
             {
                 for (column, cell) in cells.iter().enumerate() {
                     inks.push(text(75.0 + 130.0 * column as f32, 629.0 - 16.0 * row as f32, 10.0, row == 0, cell));
@@ -275,4 +279,31 @@ async fn an_answer_in_a_table_on_page_seven_is_found_with_its_page_and_headings(
     let text = parsed_text(&stack, &user, &id).await;
     assert_eq!(text["format"], "markdown", "{text}");
     assert!(text["text"].as_str().expect("text").starts_with("# Intake\n\nThe intake section, line 0,"), "{text}");
+}
+
+#[tokio::test]
+async fn a_word_97_doc_is_a_knowledge_base_format_read_without_libreoffice() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let base = base(&stack, &user, "Old manuals", json!({"chunk_size": 200, "chunk_overlap": 0})).await;
+    let kb = base["id"].as_str().expect("id").to_owned();
+    let (status, formats) = stack.call_json(&user, Method::GET, "/rag/supported-formats", None).await;
+    assert_eq!(status, 200, "{formats}");
+    assert!(formats.to_string().contains("\".doc\""), "{formats}");
+    let bytes = fixtures::doc(&[
+        ("Boiler room\rThe feed pump primes in ninety seconds.\r", true),
+        ("Part\u{7}Code\u{7}\u{7}Gland\u{7}GL-4\u{7}\u{7}", false),
+    ]);
+    let accepted = stack.upload_document(&user, &kb, "boiler.doc", &bytes).await;
+    let id = accepted["tracking_id"].as_str().expect("id").to_owned();
+    stack.indexed(&user, &kb).await;
+    let hits = keyword(&stack, &user, &kb, "feed pump primes").await;
+    assert!(!hits.is_empty(), "{hits:?}");
+    let text = parsed_text(&stack, &user, &id).await;
+    assert_eq!(text["format"], "markdown", "{text}");
+    assert_eq!(
+        text["text"],
+        "Boiler room\n\nThe feed pump primes in ninety seconds.\n\n| Part | Code |\n| --- | --- |\n| Gland | GL-4 |",
+        "{text}"
+    );
 }

@@ -1,102 +1,265 @@
-//! Legacy Word `.doc`, converted to text by LibreOffice (`soffice`) when it is on the PATH.
-//! This is the formats crate's one reader that leaves the bytes handed in: it writes them
-//! to a private temporary folder, runs `soffice --headless --convert-to txt` under the time
-//! limit (killed when it runs over), reads the text back and removes the folder. Without
-//! LibreOffice the text is reported as unavailable, never as a failure.
+//! Legacy Word `.doc` (Word 97 to 2003), read in Rust from the compound file: the File
+//! Information Block at the start of the `WordDocument` stream says where the piece table
+//! is (in the `0Table` or `1Table` stream) and how many characters the main text has; each
+//! piece names where its characters are in `WordDocument`, as 8-bit Windows-1252 or as
+//! UTF-16. No program is started and nothing leaves the bytes handed in.
+//!
+//! What is read: the main text's paragraphs, and its tables from their cell and row marks
+//! (cells tab-separated as text, pipe tables as markdown); of a field, its result and never
+//! its code. What is not: headings (a paragraph's style sits in formatting tables this
+//! reader does not walk, so paragraphs stay paragraphs), headers, footnotes, comments and
+//! text boxes. An encrypted file, or one older than Word 97 (Word 6 and 95 keep their text
+//! another way), is refused with that reason.
 
 use crate::budget::{Stop, TextBudget};
+use crate::markdown::MarkdownWriter;
 use crate::office::ReadError;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::io::{Cursor, Read};
 
-/// The `soffice` binary: `SLUICE_SOFFICE` when set, else the first on the PATH.
-fn soffice() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("SLUICE_SOFFICE") {
-        return Some(PathBuf::from(path));
+/// The File Information Block's identifier.
+const WORD_IDENT: u16 = 0xA5EC;
+/// The first `nFib` of Word 97.
+const WORD_97: u16 = 0x00C1;
+const FLAG_ENCRYPTED: u16 = 0x0100;
+const FLAG_TABLE_1: u16 = 0x0200;
+/// Where the FIB's variable parts start: after its 32-byte base.
+const FIB_BASE: usize = 32;
+/// `ccpText` in `fibRgLw97`, and `fcClx` in `fibRgFcLcb97` (pair index).
+const CCP_TEXT: usize = 3;
+const FC_CLX: usize = 33;
+/// A piece's characters are 8-bit when this bit of its offset is set (the offset is then
+/// twice the byte's position).
+const COMPRESSED: u32 = 0x4000_0000;
+
+fn u16_at(bytes: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(bytes.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn broken(what: &str) -> ReadError {
+    ReadError::Unreadable(format!("not a readable Word document: {what}"))
+}
+
+/// What the File Information Block says.
+#[derive(Debug)]
+struct Fib {
+    table_1: bool,
+    text_chars: u32,
+    clx: (usize, usize),
+}
+
+impl Fib {
+    fn read(word: &[u8]) -> Result<Self, ReadError> {
+        if u16_at(word, 0) != Some(WORD_IDENT) {
+            return Err(broken("its Word stream does not start as one"));
+        }
+        let n_fib = u16_at(word, 2).unwrap_or(0);
+        let flags = u16_at(word, 0x0A).unwrap_or(0);
+        if flags & FLAG_ENCRYPTED != 0 {
+            return Err(ReadError::Unreadable(
+                "the .doc is encrypted (protected by a password); save it without one to index it".to_owned(),
+            ));
+        }
+        if n_fib < WORD_97 {
+            return Err(ReadError::Unreadable(
+                "the .doc was written by Word 6 or 95, older than Word 97, which is not read; save it as .docx"
+                    .to_owned(),
+            ));
+        }
+        let short = || broken("its File Information Block is cut short");
+        let csw = usize::from(u16_at(word, FIB_BASE).ok_or_else(short)?);
+        let lw_at = FIB_BASE + 2 + 2 * csw + 2;
+        let cslw = usize::from(u16_at(word, lw_at - 2).ok_or_else(short)?);
+        if cslw <= CCP_TEXT {
+            return Err(short());
+        }
+        let text_chars = u32_at(word, lw_at + 4 * CCP_TEXT).ok_or_else(short)?;
+        let fc_at = lw_at + 4 * cslw + 2;
+        let pairs = usize::from(u16_at(word, fc_at - 2).ok_or_else(short)?);
+        if pairs <= FC_CLX {
+            return Err(short());
+        }
+        let fc_clx = u32_at(word, fc_at + 8 * FC_CLX).ok_or_else(short)? as usize;
+        let lcb_clx = u32_at(word, fc_at + 8 * FC_CLX + 4).ok_or_else(short)? as usize;
+        Ok(Self { table_1: flags & FLAG_TABLE_1 != 0, text_chars, clx: (fc_clx, lcb_clx) })
     }
-    std::env::var_os("PATH")
-        .and_then(|paths| std::env::split_paths(&paths).map(|dir| dir.join("soffice")).find(|p| p.is_file()))
 }
 
-/// Whether `.doc` files can be read here.
-pub fn available() -> bool {
-    soffice().is_some()
+/// A run of characters: character positions `[start, end)` stored from byte `at` of the
+/// Word stream, 8-bit or UTF-16.
+#[derive(Debug)]
+struct Piece {
+    start: u32,
+    end: u32,
+    at: usize,
+    compressed: bool,
 }
 
-/// Converts a `.doc` to text into the budget.
-pub fn doc(bytes: &[u8], budget: &mut TextBudget, time_limit: Duration) -> Result<(), ReadError> {
-    let Some(soffice) = soffice() else {
-        return Err(ReadError::Unreadable(
-            "text of .doc files is unavailable: LibreOffice (soffice) is not installed".to_owned(),
-        ));
+/// The piece table from the table stream's `Clx` (formatting runs before it are skipped).
+fn pieces(table: &[u8], (fc_clx, lcb_clx): (usize, usize)) -> Result<Vec<Piece>, ReadError> {
+    let clx = table
+        .get(fc_clx..fc_clx.saturating_add(lcb_clx))
+        .ok_or_else(|| broken("its piece table is outside the table stream"))?;
+    let mut at = 0;
+    let plc = loop {
+        match clx.get(at) {
+            Some(0x01) => at += 3 + usize::from(u16_at(clx, at + 1).ok_or_else(|| broken("a cut formatting run"))?),
+            Some(0x02) => {
+                let len = u32_at(clx, at + 1).ok_or_else(|| broken("a cut piece table"))? as usize;
+                break clx.get(at + 5..at + 5 + len).ok_or_else(|| broken("a cut piece table"))?;
+            }
+            _ => return Err(broken("no piece table")),
+        }
     };
-    let dir = std::env::temp_dir().join(format!("sluice-doc-{}-{}", std::process::id(), unique()));
-    std::fs::create_dir_all(&dir).map_err(|e| ReadError::Unreadable(format!("no scratch folder: {e}")))?;
-    let result = convert(&soffice, &dir, bytes, time_limit);
-    let _ = std::fs::remove_dir_all(&dir);
-    let text = result?;
-    match budget.push(text.replace("\r\n", "\n").trim()) {
+    if plc.len() < 4 || (plc.len() - 4) % 12 != 0 {
+        return Err(broken("a piece table of the wrong size"));
+    }
+    let count = (plc.len() - 4) / 12;
+    let descriptors = 4 * (count + 1);
+    (0..count)
+        .map(|i| {
+            let start = u32_at(plc, 4 * i).unwrap_or(0);
+            let end = u32_at(plc, 4 * (i + 1)).unwrap_or(0);
+            let fc = u32_at(plc, descriptors + 8 * i + 2).unwrap_or(0);
+            let compressed = fc & COMPRESSED != 0;
+            let offset = (fc & !(COMPRESSED | 0x8000_0000)) as usize;
+            if end < start {
+                return Err(broken("a piece that ends before it starts"));
+            }
+            Ok(Piece { start, end, at: if compressed { offset / 2 } else { offset }, compressed })
+        })
+        .collect()
+}
+
+/// The main text's paragraphs and table rows, written as they end.
+struct Writer<'a> {
+    budget: &'a mut TextBudget,
+    markdown: Option<MarkdownWriter>,
+    paragraph: String,
+    cells: Vec<String>,
+    /// Whether the last character was a cell's end (a second one ends the row).
+    after_cell: bool,
+    /// For each open field: whether its code (not shown) is being read.
+    fields: Vec<bool>,
+}
+
+impl Writer<'_> {
+    fn char(&mut self, c: char) -> Result<(), Stop> {
+        match c {
+            '\u{13}' => self.fields.push(true),
+            '\u{14}' => {
+                if let Some(code) = self.fields.last_mut() {
+                    *code = false;
+                }
+            }
+            '\u{15}' => {
+                self.fields.pop();
+            }
+            _ if self.fields.iter().any(|&code| code) => {}
+            '\r' | '\u{c}' => return self.end_paragraph(),
+            '\u{7}' => return self.end_cell(),
+            '\u{b}' => self.paragraph.push('\n'),
+            '\u{1e}' => self.paragraph.push('-'),
+            '\u{a0}' => self.paragraph.push(' '),
+            '\t' => self.paragraph.push('\t'),
+            c if c.is_control() => {}
+            c => self.paragraph.push(c),
+        }
+        self.after_cell = false;
+        Ok(())
+    }
+
+    fn end_paragraph(&mut self) -> Result<(), Stop> {
+        self.after_cell = false;
+        // Within a row (a cell of it ended already): the cell's next line.
+        if !self.cells.is_empty() {
+            self.paragraph.push(' ');
+            return Ok(());
+        }
+        let text = std::mem::take(&mut self.paragraph);
+        match &mut self.markdown {
+            Some(writer) => {
+                writer.end_table();
+                writer.paragraph(self.budget, &text)
+            }
+            None if text.trim().is_empty() => Ok(()),
+            None => {
+                self.budget.push(text.trim_end())?;
+                self.budget.push("\n")
+            }
+        }
+    }
+
+    /// A cell mark: the cell's end, or (right after one) the row's.
+    fn end_cell(&mut self) -> Result<(), Stop> {
+        if self.after_cell && self.paragraph.trim().is_empty() {
+            self.after_cell = false;
+            self.paragraph.clear();
+            let cells: Vec<String> = std::mem::take(&mut self.cells).into_iter().map(|c| c.trim().to_owned()).collect();
+            return match &mut self.markdown {
+                Some(writer) => writer.table_row(self.budget, &cells),
+                None => {
+                    self.budget.push(&cells.join("\t"))?;
+                    self.budget.push("\n")
+                }
+            };
+        }
+        self.cells.push(std::mem::take(&mut self.paragraph));
+        self.after_cell = true;
+        Ok(())
+    }
+}
+
+/// Reads a `.doc`'s main text into the budget, as markdown when `markdown`.
+pub fn doc(bytes: &[u8], budget: &mut TextBudget, markdown: bool) -> Result<(), ReadError> {
+    let mut file =
+        cfb::CompoundFile::open(Cursor::new(bytes)).map_err(|_| broken("its compound file cannot be opened"))?;
+    let mut stream = |name: &str| -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        file.open_stream(name).ok()?.take(bytes.len() as u64).read_to_end(&mut out).ok()?;
+        Some(out)
+    };
+    let word = stream("/WordDocument").ok_or_else(|| broken("it holds no WordDocument stream"))?;
+    let fib = Fib::read(&word)?;
+    let table =
+        stream(if fib.table_1 { "/1Table" } else { "/0Table" }).ok_or_else(|| broken("its table stream is missing"))?;
+    let pieces = pieces(&table, fib.clx)?;
+    let mut writer = Writer {
+        budget,
+        markdown: markdown.then(MarkdownWriter::default),
+        paragraph: String::new(),
+        cells: Vec::new(),
+        after_cell: false,
+        fields: Vec::new(),
+    };
+    let written = (|| -> Result<(), Stop> {
+        for piece in pieces.iter().filter(|p| p.start < fib.text_chars) {
+            writer.budget.check_time()?;
+            let chars = (piece.end.min(fib.text_chars) - piece.start) as usize;
+            if piece.compressed {
+                let Some(raw) = word.get(piece.at..piece.at.saturating_add(chars)) else { continue };
+                let (text, _) = encoding_rs::WINDOWS_1252.decode_without_bom_handling(raw);
+                for c in text.chars() {
+                    writer.char(c)?;
+                }
+            } else {
+                let Some(raw) = word.get(piece.at..piece.at.saturating_add(2 * chars)) else { continue };
+                let units = raw.chunks_exact(2).map(|pair| u16::from_le_bytes([pair[0], pair[1]]));
+                for c in char::decode_utf16(units) {
+                    writer.char(c.unwrap_or(char::REPLACEMENT_CHARACTER))?;
+                }
+            }
+        }
+        if !writer.paragraph.trim().is_empty() {
+            writer.end_paragraph()?;
+        }
+        Ok(())
+    })();
+    match written {
         Ok(()) | Err(Stop::Budget) => Ok(()),
         Err(Stop::Time) => Err(ReadError::Time),
-    }
-}
-
-fn unique() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default()
-}
-
-fn convert(
-    soffice: &std::path::Path,
-    dir: &std::path::Path,
-    bytes: &[u8],
-    time_limit: Duration,
-) -> Result<String, ReadError> {
-    let input = dir.join("document.doc");
-    std::fs::write(&input, bytes).map_err(|e| ReadError::Unreadable(format!("cannot stage the document: {e}")))?;
-    let mut child = Command::new(soffice)
-        .arg(format!("-env:UserInstallation=file://{}", dir.join("profile").display()))
-        .args(["--headless", "--norestore", "--convert-to", "txt:Text (encoded):UTF8", "--outdir"])
-        .arg(dir)
-        .arg(&input)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| ReadError::Unreadable(format!("LibreOffice could not be started: {e}")))?;
-    let deadline = Instant::now() + time_limit;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) if status.success() => break,
-            Ok(Some(_)) => return Err(ReadError::Unreadable("LibreOffice could not convert the document".to_owned())),
-            Ok(None) if Instant::now() > deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(ReadError::Time);
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => return Err(ReadError::Unreadable(format!("LibreOffice did not finish: {e}"))),
-        }
-    }
-    let output = dir.join("document.txt");
-    let text = std::fs::read(&output).map_err(|_| ReadError::Unreadable("LibreOffice wrote no text".to_owned()))?;
-    Ok(String::from_utf8_lossy(&text).into_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn without_libreoffice_the_text_is_unavailable_not_an_error() {
-        if soffice().is_some() {
-            return;
-        }
-        let mut budget = TextBudget::new(100, Duration::from_secs(5));
-        let result = doc(b"\xd0\xcf\x11\xe0", &mut budget, Duration::from_secs(5));
-        match result {
-            Err(ReadError::Unreadable(reason)) => assert!(reason.contains("LibreOffice")),
-            other => panic!("expected unavailable text, got {other:?}"),
-        }
     }
 }

@@ -67,7 +67,7 @@ pub struct ExtractOptions {
     pub max_pages: u32,
     /// OCR of scanned pages and images; `None` leaves them without text.
     pub ocr: Option<OcrOptions>,
-    /// Write the formats that have structure (PDF, DOCX, ODT, HTML) as markdown; the others
+    /// Write the formats that have structure (PDF, DOC, DOCX, ODT, HTML) as markdown; the others
     /// are written as text either way, and `Extraction::markdown` says which it was.
     #[serde(default)]
     pub markdown: bool,
@@ -273,7 +273,7 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
             }
             "xls" => sheets::xls(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
             "msg" => crate::msg::msg(bytes, &mut budget).map(|date| extraction.date = date),
-            "doc" => crate::doc::doc(bytes, &mut budget, options.time_limit),
+            "doc" => crate::doc::doc(bytes, &mut budget, options.markdown),
             other => Err(ReadError::Unreadable(format!(
                 "text extraction for .{other} files is not available in this version"
             ))),
@@ -295,7 +295,7 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
             }
             extraction.text = Some(text);
             // The readers that write markdown (the list `/rag/supported-formats` shows).
-            extraction.markdown = options.markdown && matches!(kind.extension, "docx" | "odt" | "pdf");
+            extraction.markdown = options.markdown && matches!(kind.extension, "doc" | "docx" | "odt" | "pdf");
         }
         Err(ReadError::Unsafe { code, message }) => {
             return Err(Refusal { code: RefusalCode::UnsafeContainer(code), message });

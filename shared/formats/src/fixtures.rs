@@ -216,6 +216,64 @@ pub fn pdf_typeset(pages: &[Vec<Ink<'_>>]) -> Vec<u8> {
     pdf_file(&objects)
 }
 
+/// A Word 97 `.doc`: its main text in `pieces`, each stored 8-bit (Windows-1252, `true`) or
+/// as UTF-16 (`false`), in the compound file's `WordDocument` stream with the piece table in
+/// `1Table`; `flags` is the File Information Block's flags word (0x0100 encrypted) and
+/// `n_fib` its version (0x00C1 is Word 97).
+pub fn doc_with(pieces: &[(&str, bool)], flags: u16, n_fib: u16) -> Vec<u8> {
+    use std::io::Write;
+    const TEXT_AT: usize = 1024;
+    let mut word = vec![0u8; TEXT_AT];
+    word[0..2].copy_from_slice(&0xA5ECu16.to_le_bytes());
+    word[2..4].copy_from_slice(&n_fib.to_le_bytes());
+    word[0x0A..0x0C].copy_from_slice(&(flags | 0x0200).to_le_bytes());
+    // csw 14, cslw 22, cbRgFcLcb 93 (Word 97's sizes).
+    word[32..34].copy_from_slice(&14u16.to_le_bytes());
+    word[62..64].copy_from_slice(&22u16.to_le_bytes());
+    word[152..154].copy_from_slice(&93u16.to_le_bytes());
+    let mut cps = vec![0u32];
+    let mut descriptors = Vec::new();
+    for (text, compressed) in pieces {
+        let at = word.len() as u32;
+        let chars = if *compressed {
+            let (bytes, _, _) = encoding_rs::WINDOWS_1252.encode(text);
+            word.extend_from_slice(&bytes);
+            descriptors.push((at * 2) | 0x4000_0000);
+            bytes.len() as u32
+        } else {
+            let units: Vec<u16> = text.encode_utf16().collect();
+            word.extend(units.iter().flat_map(|u| u.to_le_bytes()));
+            descriptors.push(at);
+            units.len() as u32
+        };
+        cps.push(cps[cps.len() - 1] + chars);
+    }
+    // ccpText: every character is the main text's.
+    word[64 + 12..64 + 16].copy_from_slice(&cps[cps.len() - 1].to_le_bytes());
+    let mut plc: Vec<u8> = cps.iter().flat_map(|cp| cp.to_le_bytes()).collect();
+    for fc in descriptors {
+        plc.extend_from_slice(&[0, 0]);
+        plc.extend_from_slice(&fc.to_le_bytes());
+        plc.extend_from_slice(&[0, 0]);
+    }
+    // A formatting run first, which the reader skips, then the piece table.
+    let mut table = vec![0x01, 2, 0, 0xAA, 0xBB, 0x02];
+    table.extend_from_slice(&(plc.len() as u32).to_le_bytes());
+    table.extend_from_slice(&plc);
+    word[154 + 33 * 8..154 + 33 * 8 + 4].copy_from_slice(&0u32.to_le_bytes());
+    word[154 + 33 * 8 + 4..154 + 33 * 8 + 8].copy_from_slice(&(table.len() as u32).to_le_bytes());
+    let mut file = cfb::CompoundFile::create(std::io::Cursor::new(Vec::new())).expect("a compound file");
+    file.create_stream("/WordDocument").and_then(|mut s| s.write_all(&word)).expect("WordDocument");
+    file.create_stream("/1Table").and_then(|mut s| s.write_all(&table)).expect("1Table");
+    file.flush().expect("flushed");
+    file.into_inner().into_inner()
+}
+
+/// A Word 97 `.doc` of `pieces` (see [`doc_with`]).
+pub fn doc(pieces: &[(&str, bool)]) -> Vec<u8> {
+    doc_with(pieces, 0, 0x00C1)
+}
+
 /// `pdf(pages)` with an Info dictionary of `info` entries (`/CreationDate (D:2019…)`).
 pub fn pdf_with_info(pages: &[&str], info: &str) -> Vec<u8> {
     pdf_pages(pages, Some(info))

@@ -136,12 +136,11 @@ pub const KINDS: &[FileKind] = &[
 ];
 
 /// Whether ingestion can turn a kind into text here: documents, spreadsheets, slides, mail
-/// and text — not images or archives, and `.doc` only where LibreOffice is installed.
+/// and text — not archives.
 pub fn ingestible(kind: &FileKind) -> bool {
     match kind.file_type {
         // Images and TIFF pages are read by OCR.
         FileType::Archive => false,
-        _ if kind.extension == "doc" => crate::doc::available(),
         _ => true,
     }
 }

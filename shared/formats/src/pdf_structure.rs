@@ -273,7 +273,8 @@ struct Margins {
 impl Margins {
     fn of(page: &TextPage) -> Self {
         let rects: Vec<&RotatedRect> = page.spans.iter().map(|(rect, _)| rect).collect();
-        let in_row = |rect: &RotatedRect, row: &RotatedRect| (rect.cy - row.cy).abs() < rect.height.min(row.height) / 2.0;
+        let in_row =
+            |rect: &RotatedRect, row: &RotatedRect| (rect.cy - row.cy).abs() < rect.height.min(row.height) / 2.0;
         let apart = |edge: Option<&&RotatedRect>, gap: &dyn Fn(&RotatedRect, &RotatedRect) -> f32| {
             let edge = *edge?;
             let nearest = rects.iter().filter(|r| !in_row(r, edge)).map(|r| gap(edge, r)).fold(f32::MAX, f32::min);

@@ -268,3 +268,12 @@ fn tiff_images_decode_or_are_refused_as_the_manifest_says() {
     assert!(checked > 50, "only {checked} TIFF files");
     assert!(wrong.is_empty(), "{} TIFF verdicts differ:\n{}", wrong.len(), wrong.join("\n"));
 }
+
+#[test]
+fn the_password_protected_word_97_document_is_unreadable_because_it_is_encrypted() {
+    let bytes = std::fs::read(corpus_dir().join("apache-poi/PasswordProtected.doc")).expect("read");
+    let accepted = check_upload("PasswordProtected.doc", None, &bytes).expect("a .doc it is");
+    let extraction = extract(accepted.kind, &bytes, &ExtractOptions::new(200_000)).expect("read");
+    assert_eq!(extraction.text, None);
+    assert!(extraction.unreadable.as_deref().is_some_and(|r| r.contains("encrypted")), "{:?}", extraction.unreadable);
+}

@@ -440,3 +440,60 @@ fn a_two_column_pdf_as_markdown_reads_the_left_column_before_the_right() {
     assert!(left_end < right_start, "{text}");
     assert!(!text.contains('|'), "two columns of prose are no table: {text}");
 }
+
+#[test]
+fn a_word_97_doc_is_read_from_its_piece_table_as_text_and_as_markdown() {
+    use sluice_formats::fixtures::doc;
+    // An 8-bit piece and a UTF-16 piece; a field whose code is hidden; a table of two rows
+    // (cell marks, a row's end a second mark); a line break and a non-breaking hyphen.
+    let bytes = doc(&[
+        ("Pump manual\rSee \u{13} HYPERLINK \"http://x\" \u{14}the site\u{15} first.\r", true),
+        ("Part\u{7}Code\u{7}\u{7}Lip seal\u{7}LS\u{1e}40\u{7}\u{7}Ünterlage für Pumpen\u{b}und Ventile\r", false),
+    ]);
+    assert_eq!(
+        text("manual.doc", &bytes),
+        "Pump manual\nSee the site first.\nPart\tCode\nLip seal\tLS-40\nÜnterlage für Pumpen\nund Ventile"
+    );
+    assert_eq!(
+        markdown("manual.doc", &bytes),
+        "Pump manual\n\nSee the site first.\n\n| Part | Code |\n| --- | --- |\n| Lip seal | LS-40 |\n\nÜnterlage für \
+         Pumpen\nund Ventile"
+    );
+}
+
+#[test]
+fn an_encrypted_or_pre_97_doc_is_unreadable_with_its_reason() {
+    use sluice_formats::fixtures::doc_with;
+    for (bytes, reason) in [
+        (doc_with(&[("secret\r", true)], 0x0100, 0x00C1), "encrypted"),
+        (doc_with(&[("old\r", true)], 0, 0x0065), "Word 6 or 95"),
+    ] {
+        let extraction = run("old.doc", &bytes).expect("accepted: a .doc it is");
+        assert_eq!(extraction.text, None);
+        let unreadable = extraction.unreadable.expect("a reason");
+        assert!(unreadable.contains(reason), "{unreadable}");
+    }
+    // A compound file that is no Word document.
+    let extraction = run("mail.doc", &doc_with(&[], 0, 0x00C1)[..600]).expect("accepted");
+    assert!(extraction.unreadable.is_some());
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+
+    /// A damaged `.doc` (any bytes of it changed) is read or named unreadable — never a
+    /// panic, never past its time.
+    #[test]
+    fn a_damaged_doc_is_read_or_unreadable(changes in proptest::collection::vec((0usize..4096, proptest::num::u8::ANY), 1..24)) {
+        let mut bytes = sluice_formats::fixtures::doc(&[("Pump manual\rPart\u{7}Code\u{7}\u{7}", true), ("Seal\r", false)]);
+        for (at, value) in changes {
+            let at = at % bytes.len();
+            bytes[at] = value;
+        }
+        // The reader itself, so that a panic fails the test (extraction would catch it).
+        let mut budget = sluice_formats::budget::TextBudget::new(10_000, std::time::Duration::from_secs(2));
+        let started = std::time::Instant::now();
+        let _ = sluice_formats::doc::doc(&bytes, &mut budget, true);
+        proptest::prop_assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+}

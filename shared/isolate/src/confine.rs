@@ -5,8 +5,7 @@
 //! function's credentials — without `CAP_SYS_PTRACE`. The worker drops every capability
 //! (it may run as root locally, and root keeps `CAP_SYS_PTRACE`), sets no-new-privileges and
 //! installs a seccomp filter before it reads a byte of the file: no sockets, no `ptrace`, no
-//! `process_vm_*`, no signal to its parent, no `exec` (unless LibreOffice is configured, which
-//! the worker starts), no new namespaces, BPF or perf events. A call the filter forbids kills
+//! `process_vm_*`, no signal to its parent, no `exec`, no new namespaces, BPF or perf events. A call the filter forbids kills
 //! the worker on the spot, and the file is answered as a crashed parse.
 
 use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule};
@@ -21,8 +20,7 @@ pub fn close_to_same_user() {
 }
 
 /// Confines the calling worker: capabilities dropped, no new privileges, the seccomp filter.
-/// `may_exec`: the worker starts LibreOffice for this deployment.
-pub fn confine_worker(may_exec: bool) -> Result<(), String> {
+pub fn confine_worker() -> Result<(), String> {
     close_to_same_user();
     // The bounding set first (dropping it needs CAP_SETPCAP), then every other set.
     for cap in caps::all() {
@@ -32,14 +30,16 @@ pub fn confine_worker(may_exec: bool) -> Result<(), String> {
         caps::clear(None, set).map_err(|e| format!("capabilities not dropped: {e}"))?;
     }
     nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs could not be set: {e}"))?;
-    let program: seccompiler::BpfProgram = filter(may_exec)?.try_into().map_err(|e| format!("{e}"))?;
+    let program: seccompiler::BpfProgram = filter()?.try_into().map_err(|e| format!("{e}"))?;
     seccompiler::apply_filter(&program).map_err(|e| format!("the seccomp filter was not installed: {e}"))
 }
 
 /// The system calls a worker may never make (the rest are allowed: parsers read files,
 /// map memory and start threads).
-fn filter(may_exec: bool) -> Result<SeccompFilter, String> {
-    let mut forbidden: Vec<i64> = vec![
+fn filter() -> Result<SeccompFilter, String> {
+    let forbidden: Vec<i64> = vec![
+        libc::SYS_execve,
+        libc::SYS_execveat,
         libc::SYS_socket,
         libc::SYS_socketpair,
         libc::SYS_connect,
@@ -61,9 +61,6 @@ fn filter(may_exec: bool) -> Result<SeccompFilter, String> {
         libc::SYS_add_key,
         libc::SYS_request_key,
     ];
-    if !may_exec {
-        forbidden.extend([libc::SYS_execve, libc::SYS_execveat]);
-    }
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = forbidden.into_iter().map(|call| (call, Vec::new())).collect();
     // No signal to the parent (the function), whatever the signal.
     let parent = nix::unistd::getppid().as_raw() as u64;
@@ -77,10 +74,8 @@ fn filter(may_exec: bool) -> Result<SeccompFilter, String> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_filter_compiles_for_this_architecture_with_and_without_exec() {
-        for may_exec in [false, true] {
-            let program: Result<seccompiler::BpfProgram, _> = super::filter(may_exec).expect("filter").try_into();
-            assert!(program.is_ok_and(|p| !p.is_empty()));
-        }
+    fn the_filter_compiles_for_this_architecture() {
+        let program: Result<seccompiler::BpfProgram, _> = super::filter().expect("filter").try_into();
+        assert!(program.is_ok_and(|p| !p.is_empty()));
     }
 }

@@ -36,18 +36,9 @@ pub const WORKER_ENV: &str = "SLUICE_EXTRACT_WORKER";
 pub const GRACE: Duration = Duration::from_secs(2);
 
 /// The variables a worker gets from its parent: where the parsers' libraries and models are,
-/// where to find LibreOffice and put temporary files, and the locale. Nothing else.
-pub const WORKER_PASSES_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "TMPDIR",
-    "LANG",
-    "LC_ALL",
-    "PDFIUM_LIB_PATH",
-    "ORT_DYLIB_PATH",
-    "SLUICE_OCR_MODEL_DIR",
-    "SLUICE_SOFFICE",
-];
+/// where to put temporary files, and the locale. Nothing else.
+pub const WORKER_PASSES_ENV: &[&str] =
+    &["PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PDFIUM_LIB_PATH", "ORT_DYLIB_PATH", "SLUICE_OCR_MODEL_DIR"];
 
 const MAX_JOB_HEADER_BYTES: u64 = 16 << 10;
 const MAX_STDERR_BYTES: u64 = 16 << 10;
@@ -370,9 +361,8 @@ fn serve(
     if bytes.len() as u64 != job.file_bytes {
         return Err(format!("the job ended after {} of {} bytes", bytes.len(), job.file_bytes));
     }
-    // Confined before the parsers touch a byte of the file. LibreOffice, where configured,
-    // is a program the worker starts.
-    confine_worker(std::env::var_os("SLUICE_SOFFICE").is_some_and(|v| !v.is_empty()))?;
+    // Confined before the parsers touch a byte of the file.
+    confine_worker()?;
     let reply = match extract(kind, &bytes, &job.options) {
         Ok(extraction) => Reply::Extracted(extraction),
         Err(refusal) => Reply::Refused(refusal),
