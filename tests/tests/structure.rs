@@ -101,7 +101,11 @@ async fn docx_odt_and_html_are_written_as_markdown_and_each_chunk_knows_its_head
     );
     let (status, formats) = stack.call_json(&user, Method::GET, "/rag/supported-formats", None).await;
     assert_eq!(status, 200, "{formats}");
-    assert_eq!(formats["output_formats"]["markdown"], json!([".doc", ".docx", ".html", ".odt", ".pdf"]), "{formats}");
+    assert_eq!(
+        formats["output_formats"]["markdown"],
+        json!([".doc", ".docx", ".epub", ".html", ".odt", ".pdf"]),
+        "{formats}"
+    );
     assert_eq!(formats["default_output_format"], "markdown");
 
     // To text: a re-index reads each original again, and the headings go with the markup.

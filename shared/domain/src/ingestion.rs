@@ -64,7 +64,7 @@ pub enum OutputFormat {
 
 /// The file types whose parsers write markdown when asked (`output_format: markdown`);
 /// every other format is written as text either way.
-pub const MARKDOWN_FILETYPES: &[&str] = &["doc", "docx", "html", "odt", "pdf"];
+pub const MARKDOWN_FILETYPES: &[&str] = &["doc", "docx", "epub", "html", "odt", "pdf"];
 
 impl OutputFormat {
     pub fn as_str(self) -> &'static str {

@@ -256,13 +256,14 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
                     extraction.page_starts = stats.page_starts;
                 },
             ),
-            "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" => {
+            "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" | "epub" => {
                 Container::open(bytes, options.limits).map_err(ReadError::from).and_then(|mut container| {
                     let read = match kind.extension {
                         "docx" => office::docx(&mut container, &mut budget, options.markdown),
                         "pptx" => office::pptx(&mut container, &mut budget),
                         "odt" => office::odf_text(&mut container, &mut budget, options.markdown),
                         "odp" => office::odf_text(&mut container, &mut budget, false),
+                        "epub" => crate::epub::epub(&mut container, &mut budget, options.markdown),
                         "ods" => sheets::ods(&mut container, &mut budget).map(|s| extraction.cells = Some(s.cells)),
                         _ => sheets::xlsx(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
                     };
@@ -274,6 +275,8 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
             "xls" => sheets::xls(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
             "msg" => crate::msg::msg(bytes, &mut budget).map(|date| extraction.date = date),
             "doc" => crate::doc::doc(bytes, &mut budget, options.markdown),
+            // An RTF file's text, in the code page it names (Windows-1252 unless it says).
+            "rtf" => budget.push(&crate::markup::rtf_to_text(bytes, encoding_rs::WINDOWS_1252)).or(Ok(())),
             other => Err(ReadError::Unreadable(format!(
                 "text extraction for .{other} files is not available in this version"
             ))),
@@ -295,7 +298,7 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
             }
             extraction.text = Some(text);
             // The readers that write markdown (the list `/rag/supported-formats` shows).
-            extraction.markdown = options.markdown && matches!(kind.extension, "doc" | "docx" | "odt" | "pdf");
+            extraction.markdown = options.markdown && matches!(kind.extension, "doc" | "docx" | "epub" | "odt" | "pdf");
         }
         Err(ReadError::Unsafe { code, message }) => {
             return Err(Refusal { code: RefusalCode::UnsafeContainer(code), message });

@@ -105,6 +105,8 @@ pub const KINDS: &[FileKind] = &[
     kind("pptx", PPTX, &[PPTX], T::Presentation, F::Zip(Some("pptx"))),
     kind("odp", ODP, &[ODP], T::Presentation, F::Zip(Some("odp"))),
     kind("odt", ODT, &[ODT], T::Document, F::Zip(Some("odt"))),
+    kind("epub", "application/epub+zip", &["application/epub+zip"], T::Document, F::Zip(Some("epub"))),
+    kind("rtf", "application/rtf", &["application/rtf", "text/rtf"], T::Document, F::Text),
     kind("msg", "application/vnd.ms-outlook", &["application/vnd.ms-outlook", "application/x-msg"], T::Email, F::Cfb),
     kind("txt", "text/plain", &["text/plain"], T::Text, F::Text),
     kind("md", "text/markdown", &["text/markdown", "text/x-markdown", "text/plain"], T::Text, F::Text),

@@ -9,6 +9,7 @@ pub mod budget;
 pub mod container;
 pub mod dates;
 pub mod doc;
+pub mod epub;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
 pub mod johab;

@@ -39,6 +39,7 @@ pub fn sniff(bytes: &[u8]) -> Sniffed {
             "application/vnd.oasis.opendocument.text" => Some(Family::Zip(Some("odt"))),
             "application/vnd.oasis.opendocument.spreadsheet" => Some(Family::Zip(Some("ods"))),
             "application/vnd.oasis.opendocument.presentation" => Some(Family::Zip(Some("odp"))),
+            "application/epub+zip" => Some(Family::Zip(Some("epub"))),
             "application/msword"
             | "application/vnd.ms-excel"
             | "application/vnd.ms-powerpoint"
@@ -46,7 +47,9 @@ pub fn sniff(bytes: &[u8]) -> Sniffed {
             | "application/vnd.ms-outlook" => Some(Family::Cfb),
             "application/gzip" => Some(Family::Gzip),
             // infer recognises some markup by its opening; it is still text.
-            "text/html" | "text/xml" | "application/xml" | "text/x-shellscript" => Some(Family::Text),
+            "text/html" | "text/xml" | "application/xml" | "text/x-shellscript" | "application/rtf" | "text/rtf" => {
+                Some(Family::Text)
+            }
             _ => None,
         };
         return match family {

@@ -497,3 +497,82 @@ proptest::proptest! {
         proptest::prop_assert!(started.elapsed() < std::time::Duration::from_secs(2));
     }
 }
+
+/// An EPUB whose spine reads the second chapter's file first.
+fn epub_book() -> Vec<u8> {
+    let opf = r#"<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0"><manifest>
+        <item id="c1" href="text/chapter%201.xhtml" media-type="application/xhtml+xml"/>
+        <item id="c2" href="intro.xhtml" media-type="application/xhtml+xml"/>
+        <item id="css" href="style.css" media-type="text/css"/>
+        <item id="gone" href="../../outside.xhtml" media-type="application/xhtml+xml"/>
+        </manifest><spine><itemref idref="c2"/><itemref idref="gone"/><itemref idref="c1"/><itemref idref="css"/></spine></package>"#;
+    zip(&[
+        ("mimetype", "application/epub+zip"),
+        (
+            "META-INF/container.xml",
+            r#"<?xml version="1.0"?><container xmlns="urn:oasis:names:tc:opendocument:xmlns:container" version="1.0"><rootfiles><rootfile full-path="OEBPS/book.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"#,
+        ),
+        ("OEBPS/book.opf", opf),
+        (
+            "OEBPS/text/chapter 1.xhtml",
+            "<!DOCTYPE html><html xmlns=\"http://www.w3.org/1999/xhtml\"><head><title>One</title></head><body>\
+             <h1>The lighthouse</h1><p>The keeper lit the lamp at dusk.</p><ul><li>oil</li><li>wicks</li></ul></body></html>",
+        ),
+        (
+            "OEBPS/intro.xhtml",
+            "<html><body><h1>Introduction</h1><p>A book about the coast.</p><script>var x = 'hidden';</script></body></html>",
+        ),
+        ("OEBPS/style.css", "h1 { color: red }"),
+    ])
+}
+
+#[test]
+fn an_epub_is_read_chapter_by_chapter_in_spine_order() {
+    let bytes = epub_book();
+    assert_eq!(
+        markdown("coast.epub", &bytes),
+        "# Introduction\n\nA book about the coast.\n\n# The lighthouse\n\nThe keeper lit the lamp at dusk.\n\n- oil\n- wicks"
+    );
+    assert_eq!(
+        text("coast.epub", &bytes),
+        "Introduction\nA book about the coast.\n\nThe lighthouse\nThe keeper lit the lamp at dusk.\noil\nwicks"
+    );
+    // A zip with no container is no book.
+    let extraction =
+        run("notes.epub", &zip(&[("mimetype", "application/epub+zip"), ("a.txt", "x")])).expect("accepted");
+    assert!(
+        extraction.unreadable.as_deref().is_some_and(|r| r.contains("container.xml")),
+        "{:?}",
+        extraction.unreadable
+    );
+}
+
+#[test]
+fn a_hostile_epub_is_refused_as_an_archive_would_be() {
+    let mut refused = Vec::new();
+    for (name, bytes, code) in sluice_formats::fixtures::hostile_archives() {
+        if !name.ends_with(".zip") {
+            continue;
+        }
+        // Under the same rules as every office container: the same verdict as a .docx.
+        let as_book = run("book.epub", &bytes).map(|e| e.unreadable.is_some());
+        let as_document = run("book.docx", &bytes).map(|e| e.unreadable.is_some());
+        assert_eq!(as_book, as_document, "{name}");
+        if let Err(refusal) = as_book {
+            assert_eq!(refusal.code.as_str(), code, "{name}: {refusal:?}");
+            refused.push(code);
+        }
+    }
+    for code in ["path_traversal", "ratio_exceeded", "too_many_entries", "absolute_path", "symlink"] {
+        assert!(refused.contains(&code), "{code} was not refused: {refused:?}");
+    }
+}
+
+#[test]
+fn an_rtf_document_is_read_in_its_code_page() {
+    let rtf = br"{\rtf1\ansi\ansicpg1252{\fonttbl{\f0 Times;}}{\*\generator Word;}\f0 Harbour {\b dues} are paid\par
+Caf\'e9 \u8364? 40\par{\field{\*\fldinst HYPERLINK x}{\fldrslt the office}}\cell Quay\cell\row}";
+    assert_eq!(text("dues.rtf", rtf), "Harbour dues are paid\nCafé € 40\nthe office\tQuay");
+    let extraction = run_with("dues.rtf", rtf, ExtractOptions::new(200_000).with_markdown(true)).expect("accepted");
+    assert!(!extraction.markdown, "RTF is written as text either way");
+}
