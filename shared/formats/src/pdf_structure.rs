@@ -334,11 +334,13 @@ impl Style {
             .copied()
             .filter(|&key| key as f32 / 2.0 >= body * HEADING_RATIO)
             .filter(|&key| {
-                // A size used for long runs (a large-print document's body) is not a heading's.
-                pages
-                    .clone()
-                    .flat_map(|p| &p.spans)
-                    .any(|(_, s)| size_key(s.size) == key && s.text.chars().count() <= MAX_HEADING_CHARS)
+                // A size used for long runs (a large-print document's body) is not a heading's,
+                // nor one only marks have (a list's bullets, numbers).
+                pages.clone().flat_map(|p| &p.spans).any(|(_, s)| {
+                    size_key(s.size) == key
+                        && s.text.chars().count() <= MAX_HEADING_CHARS
+                        && s.text.chars().filter(|c| c.is_alphabetic()).count() >= 2
+                })
             })
             .collect();
         heading_sizes.sort_unstable_by(|a, b| b.cmp(a));
@@ -388,10 +390,19 @@ impl Line {
         let size = row.lines.iter().map(|(_, s)| s.size).fold(0.0, f32::max);
         let mut cells: Vec<(f32, f32, String)> =
             row.lines.iter().map(|(r, s)| (r.left(), r.cx + r.width / 2.0, s.text.clone())).collect();
-        // A bullet or number set apart from its item's text is the item's, not a cell.
+        // A bullet or number set apart from its item's text is the item's, not a cell; so
+        // is a bare number of up to three digits, narrow, before a row's one other cell.
+        let bare_number = |cell: &(f32, f32, String)| {
+            (1..=3).contains(&cell.2.len())
+                && cell.2.bytes().all(|b| b.is_ascii_digit())
+                && cell.1 - cell.0 <= 2.0 * size
+        };
         if cells.len() >= 2 && list_marker(&cells[0].2).is_some_and(|(_, rest)| rest.is_empty()) {
             let marker = cells.remove(0);
             cells[0] = (marker.0, cells[0].1, format!("{} {}", marker.2, cells[0].2));
+        } else if cells.len() == 2 && bare_number(&cells[0]) {
+            let marker = cells.remove(0);
+            cells[0] = (marker.0, cells[0].1, format!("{}. {}", marker.2, cells[0].2));
         }
         let spans = row.lines.into_iter().map(|(_, s)| s).collect();
         Self { cells, spans, left, right, y, size, before: row.before }
