@@ -103,7 +103,10 @@ async fn docx_odt_and_html_are_written_as_markdown_and_each_chunk_knows_its_head
     assert_eq!(status, 200, "{formats}");
     assert_eq!(
         formats["output_formats"]["markdown"],
-        json!([".doc", ".docx", ".epub", ".html", ".odt", ".pdf"]),
+        json!([
+            ".csv", ".doc", ".docx", ".epub", ".html", ".odp", ".ods", ".odt", ".pdf", ".pptx", ".xls", ".xlsm",
+            ".xlsx"
+        ]),
         "{formats}"
     );
     assert_eq!(formats["default_output_format"], "markdown");
@@ -165,7 +168,9 @@ async fn a_hit_in_a_pdf_names_its_page_and_where_its_text_opens() {
 async fn a_hit_in_a_workbook_or_a_deck_names_its_sheet_or_slide() {
     let stack = Stack::from_env().await;
     let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
-    let base = base(&stack, &user, "Sheets and decks", json!({"chunk_size": 100, "chunk_overlap": 0})).await;
+    // Written as markdown (the default), each slide and sheet a section the chunker splits at.
+    let settings = json!({"chunk_size": 100, "chunk_overlap": 0, "chunking_strategy": "markdown"});
+    let base = base(&stack, &user, "Sheets and decks", settings).await;
     let kb = base["id"].as_str().expect("id").to_owned();
     let sheet = r#"<row r="1"><c r="A1" t="inlineStr"><is><t>turbine spares ledger</t></is></c></row>"#;
     stack.upload_document(&user, &kb, "stock.xlsx", &fixtures::xlsx(sheet)).await;
@@ -184,6 +189,7 @@ async fn a_hit_in_a_workbook_or_a_deck_names_its_sheet_or_slide() {
     assert_eq!(ledger[0]["metadata"]["sheet"], "Data", "{ledger:?}");
     let screens = keyword(&stack, &user, &kb, "intake screens cleaned weekly").await;
     assert_eq!(screens[0]["metadata"]["slide"], 2, "{screens:?}");
+    assert_eq!(screens[0]["metadata"]["heading"], json!(["Slide 2 — Cooling water intake screens are cleaned weekly"]));
 }
 
 #[tokio::test]

@@ -346,13 +346,18 @@ fn contextual_chunks(text: &str, config: &IngestionConfig, document: &Document) 
                 Some(context) => format!("{context}\n\n{}", chunk.text),
                 None => chunk.text.clone(),
             };
-            let section = match (outline, heading.first()) {
+            // A deck's or a workbook's section, whether its text marks it as text does
+            // (`--- Slide N ---`, `Sheet: name`) or as markdown (`## Slide N — title`,
+            // `## Sheet: name`).
+            let section = match (Outline::of(&document.filetype, false), heading.first()) {
                 (Outline::Slides, Some(slide)) => slide
                     .strip_prefix("Slide ")
                     .and_then(|rest| rest.split(' ').next())
                     .and_then(|number| number.parse::<u32>().ok())
                     .map(|number| ("slide", serde_json::json!(number))),
-                (Outline::Sheets, Some(sheet)) => Some(("sheet", serde_json::json!(sheet))),
+                (Outline::Sheets, Some(sheet)) => {
+                    Some(("sheet", serde_json::json!(sheet.strip_prefix("Sheet: ").unwrap_or(sheet))))
+                }
                 _ => None,
             };
             ContextualChunk { chunk, context, heading, embedded, chars, section }

@@ -419,7 +419,7 @@ async fn dispatch(state: &AppState, outbox_id: Uuid, id: Uuid) {
 pub fn supported_formats() -> Response<Body> {
     let dotted = |e: &str| format!(".{e}");
     let extensions: Vec<String> = sluice_formats::ingestible_extensions().into_iter().map(dotted).collect();
-    let markdown: Vec<String> = sluice_domain::ingestion::MARKDOWN_FILETYPES.iter().map(|e| dotted(e)).collect();
+    let markdown: Vec<String> = sluice_formats::kinds::MARKDOWN_EXTENSIONS.iter().map(|e| dotted(e)).collect();
     json_response(
         200,
         &json!({

@@ -176,6 +176,11 @@ pub async fn handle(state: &AppState, request: Request) -> Response<Body> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_markdown_formats_a_reindex_parses_again_are_those_the_readers_write() {
+        assert_eq!(sluice_domain::ingestion::MARKDOWN_FILETYPES, sluice_formats::kinds::MARKDOWN_EXTENSIONS);
+    }
+
     use super::*;
 
     #[test]

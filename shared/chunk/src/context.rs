@@ -2,9 +2,9 @@
 //! its document's title and the path of headings it sits under. The headings are those the
 //! parsed text itself marks: a markdown document's `#` headings (outside code fences), a
 //! presentation's `--- Slide N ---` markers (with the slide's first line as its title) and
-//! a workbook's `Sheet: name` lines. DOCX, ODT and HTML parsed as markdown
-//! (`output_format`) have `#` headings; as text, they and the formats the parsers write flat
-//! (PDF, text) have a title and no headings.
+//! a workbook's `Sheet: name` lines. Documents parsed as markdown (`output_format`) have
+//! `#` headings (a slide's `## Slide N — title`, a sheet's `## Sheet: name`); as text, the
+//! formats the parsers write flat (PDF, DOCX, text) have a title and no headings.
 
 use crate::is_heading;
 use sluice_domain::ingestion::ChunkContext;

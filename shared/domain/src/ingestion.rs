@@ -63,8 +63,10 @@ pub enum OutputFormat {
 }
 
 /// The file types whose parsers write markdown when asked (`output_format: markdown`);
-/// every other format is written as text either way.
-pub const MARKDOWN_FILETYPES: &[&str] = &["doc", "docx", "epub", "html", "odt", "pdf"];
+/// every other format is written as text either way. The readers' own list
+/// (`sluice_formats::kinds::MARKDOWN_EXTENSIONS`) is the same; a test holds them together.
+pub const MARKDOWN_FILETYPES: &[&str] =
+    &["csv", "doc", "docx", "epub", "html", "odp", "ods", "odt", "pdf", "pptx", "xls", "xlsm", "xlsx"];
 
 impl OutputFormat {
     pub fn as_str(self) -> &'static str {

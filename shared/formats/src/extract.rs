@@ -143,9 +143,13 @@ pub fn extract(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Resul
             };
             let decoded = decode(bytes, markup);
             let mut budget = TextBudget::new(max_chars, options.time_limit);
-            let markdown = options.markdown && markup == Markup::Html;
+            let markdown = options.markdown && crate::kinds::writes_markdown(kind.extension);
             if markdown {
-                if crate::markup::html_to_markdown(&decoded.text, &mut budget) == Err(crate::budget::Stop::Time) {
+                let written = match markup {
+                    Markup::Html => crate::markup::html_to_markdown(&decoded.text, &mut budget),
+                    _ => sheets::csv_markdown(&decoded.text, &mut budget),
+                };
+                if written == Err(crate::budget::Stop::Time) {
                     return Ok(Extraction { unreadable: Some(took_too_long(options)), ..Extraction::default() });
                 }
                 budget.trim_end();
@@ -247,41 +251,43 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
     let mut scanner = options.ocr.map(|ocr| Scanner::new(ocr, &budget, options.time_limit));
     // Third-party parsers can panic on hostile input (fuzzing found one in calamine's XLS
     // reader); a panic makes the file unreadable instead of failing the request.
-    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), ReadError> {
-        match kind.extension {
-            "pdf" => crate::pdf::pdf(bytes, &mut budget, options.max_pages, scanner.as_mut(), options.markdown).map(
-                |stats| {
-                    extraction.pages = Some(stats.pages);
-                    extraction.date = stats.date;
-                    extraction.page_starts = stats.page_starts;
-                },
-            ),
-            "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" | "epub" => {
-                Container::open(bytes, options.limits).map_err(ReadError::from).and_then(|mut container| {
-                    let read = match kind.extension {
-                        "docx" => office::docx(&mut container, &mut budget, options.markdown),
-                        "pptx" => office::pptx(&mut container, &mut budget),
-                        "odt" => office::odf_text(&mut container, &mut budget, options.markdown),
-                        "odp" => office::odf_text(&mut container, &mut budget, false),
-                        "epub" => crate::epub::epub(&mut container, &mut budget, options.markdown),
-                        "ods" => sheets::ods(&mut container, &mut budget).map(|s| extraction.cells = Some(s.cells)),
-                        _ => sheets::xlsx(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
-                    };
-                    // A package whose properties cannot be read keeps the upload's day.
-                    extraction.date = if read.is_ok() { dates::package_created(&mut container) } else { None };
-                    read
-                })
+    let read =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), ReadError> {
+            match kind.extension {
+                "pdf" => crate::pdf::pdf(bytes, &mut budget, options.max_pages, scanner.as_mut(), options.markdown)
+                    .map(|stats| {
+                        extraction.pages = Some(stats.pages);
+                        extraction.date = stats.date;
+                        extraction.page_starts = stats.page_starts;
+                    }),
+                "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" | "epub" => {
+                    Container::open(bytes, options.limits).map_err(ReadError::from).and_then(|mut container| {
+                        let read = match kind.extension {
+                            "docx" => office::docx(&mut container, &mut budget, options.markdown),
+                            "pptx" => office::pptx(&mut container, &mut budget, options.markdown),
+                            "odt" => office::odf_text(&mut container, &mut budget, options.markdown),
+                            "odp" => office::odf_text(&mut container, &mut budget, options.markdown),
+                            "epub" => crate::epub::epub(&mut container, &mut budget, options.markdown),
+                            "ods" => sheets::ods(&mut container, &mut budget, options.markdown)
+                                .map(|s| extraction.cells = Some(s.cells)),
+                            _ => sheets::xlsx(bytes, &mut budget, options.markdown)
+                                .map(|s| extraction.cells = Some(s.cells)),
+                        };
+                        // A package whose properties cannot be read keeps the upload's day.
+                        extraction.date = if read.is_ok() { dates::package_created(&mut container) } else { None };
+                        read
+                    })
+                }
+                "xls" => sheets::xls(bytes, &mut budget, options.markdown).map(|s| extraction.cells = Some(s.cells)),
+                "msg" => crate::msg::msg(bytes, &mut budget).map(|date| extraction.date = date),
+                "doc" => crate::doc::doc(bytes, &mut budget, options.markdown),
+                // An RTF file's text, in the code page it names (Windows-1252 unless it says).
+                "rtf" => budget.push(&crate::markup::rtf_to_text(bytes, encoding_rs::WINDOWS_1252)).or(Ok(())),
+                other => Err(ReadError::Unreadable(format!(
+                    "text extraction for .{other} files is not available in this version"
+                ))),
             }
-            "xls" => sheets::xls(bytes, &mut budget).map(|s| extraction.cells = Some(s.cells)),
-            "msg" => crate::msg::msg(bytes, &mut budget).map(|date| extraction.date = date),
-            "doc" => crate::doc::doc(bytes, &mut budget, options.markdown),
-            // An RTF file's text, in the code page it names (Windows-1252 unless it says).
-            "rtf" => budget.push(&crate::markup::rtf_to_text(bytes, encoding_rs::WINDOWS_1252)).or(Ok(())),
-            other => Err(ReadError::Unreadable(format!(
-                "text extraction for .{other} files is not available in this version"
-            ))),
-        }
-    }));
+        }));
     let outcome = read.unwrap_or_else(|_| Err(ReadError::Unreadable("the parser failed on this file".to_owned())));
     match outcome {
         Ok(()) => {
@@ -298,7 +304,7 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
             }
             extraction.text = Some(text);
             // The readers that write markdown (the list `/rag/supported-formats` shows).
-            extraction.markdown = options.markdown && matches!(kind.extension, "doc" | "docx" | "epub" | "odt" | "pdf");
+            extraction.markdown = options.markdown && crate::kinds::writes_markdown(kind.extension);
         }
         Err(ReadError::Unsafe { code, message }) => {
             return Err(Refusal { code: RefusalCode::UnsafeContainer(code), message });

@@ -137,6 +137,16 @@ pub const KINDS: &[FileKind] = &[
     ),
 ];
 
+/// The extensions whose readers write markdown when asked (`ExtractOptions::markdown`);
+/// every other format is written as text either way.
+pub const MARKDOWN_EXTENSIONS: &[&str] =
+    &["csv", "doc", "docx", "epub", "html", "odp", "ods", "odt", "pdf", "pptx", "xls", "xlsm", "xlsx"];
+
+/// Whether the reader of files with `extension` writes markdown when asked.
+pub fn writes_markdown(extension: &str) -> bool {
+    MARKDOWN_EXTENSIONS.contains(&extension)
+}
+
 /// Whether ingestion can turn a kind into text here: documents, spreadsheets, slides, mail
 /// and text — not archives.
 pub fn ingestible(kind: &FileKind) -> bool {

@@ -79,6 +79,13 @@ struct Paragraphs {
     /// Set when the document is written as markdown: the writer and what the paragraph
     /// being read is.
     markdown: Option<(MarkdownWriter, ParagraphKind)>,
+    /// A slide whose heading waits for its title: the slide's first paragraph.
+    slide_title: Option<u32>,
+    /// A DOCX's footnotes by id (markdown), the ones referred to since the last heading
+    /// (their number and text), and how many have been referred to.
+    footnotes: HashMap<String, String>,
+    pending_notes: Vec<(usize, String)>,
+    notes_referred: usize,
 }
 
 /// What a paragraph is, as its properties (DOCX) or element (ODT) say.
@@ -132,16 +139,67 @@ impl Paragraphs {
         if para.trim().is_empty() {
             return Ok(());
         }
-        if let Some((writer, _)) = &mut self.markdown {
-            return match kind {
-                ParagraphKind::Body => writer.paragraph(budget, &para),
-                ParagraphKind::Heading(level) => writer.heading(budget, level, &para),
-                ParagraphKind::Item(depth, mark) => writer.list_item(budget, depth, mark, &para),
+        if self.markdown.is_some() {
+            // A section's footnotes close it, before the next heading.
+            if matches!(kind, ParagraphKind::Heading(_)) && self.slide_title.is_none() {
+                self.write_footnotes(budget)?;
+            }
+            let (Some((writer, _)), title) = (&mut self.markdown, self.slide_title.take()) else { return Ok(()) };
+            return match (title, kind) {
+                (Some(number), _) => writer.heading(budget, 2, &format!("Slide {number} — {para}")),
+                (None, ParagraphKind::Body) => writer.paragraph(budget, &para),
+                (None, ParagraphKind::Heading(level)) => writer.heading(budget, level, &para),
+                (None, ParagraphKind::Item(depth, mark)) => writer.list_item(budget, depth, mark, &para),
             }
             .map_err(stop);
         }
         budget.push(para.trim_end()).map_err(stop)?;
         budget.push("\n").map_err(stop)
+    }
+
+    /// A footnote referred to here (markdown, DOCX): its mark in the text, its text kept for
+    /// the end of the section.
+    fn refer_to_footnote(&mut self, id: &str) {
+        let Some(note) = self.footnotes.get(id) else { return };
+        self.notes_referred += 1;
+        let number = self.notes_referred;
+        self.pending_notes.push((number, note.clone()));
+        self.para.push_str(&format!("[^{number}]"));
+    }
+
+    /// Writes the footnotes referred to since the last heading, as `[^N]: text`.
+    fn write_footnotes(&mut self, budget: &mut TextBudget) -> Result<(), WalkStop> {
+        let notes = std::mem::take(&mut self.pending_notes);
+        if let Some((writer, _)) = &mut self.markdown {
+            for (number, text) in notes {
+                writer.paragraph(budget, &format!("[^{number}]: {text}")).map_err(stop)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts slide `number` (markdown): its first paragraph will be its heading.
+    fn start_slide(&mut self, budget: &mut TextBudget, number: u32) -> Result<(), WalkStop> {
+        self.untitled_slide(budget)?;
+        self.slide_title = Some(number);
+        Ok(())
+    }
+
+    /// Writes the heading of a slide that had no paragraph to title it.
+    fn untitled_slide(&mut self, budget: &mut TextBudget) -> Result<(), WalkStop> {
+        if let (Some(number), Some((writer, _))) = (self.slide_title.take(), &mut self.markdown) {
+            writer.heading(budget, 2, &format!("Slide {number}")).map_err(stop)?;
+        }
+        Ok(())
+    }
+
+    /// Starts the speaker notes of the slide read last (markdown: a heading under it).
+    fn start_notes(&mut self, budget: &mut TextBudget) -> Result<(), WalkStop> {
+        self.untitled_slide(budget)?;
+        match &mut self.markdown {
+            Some((writer, _)) => writer.heading(budget, 3, "Notes").map_err(stop),
+            None => budget.push("Notes:\n").map_err(stop),
+        }
     }
 
     fn end_list(&mut self) {
@@ -178,10 +236,11 @@ impl Paragraphs {
     fn end_row(&mut self, budget: &mut TextBudget) -> Result<(), WalkStop> {
         let Some((row, _)) = self.tables.last_mut() else { return Ok(()) };
         let cells = std::mem::take(row);
-        if self.tables.len() == 1
-            && let Some((writer, _)) = &mut self.markdown
-        {
-            return writer.table_row(budget, &cells).map_err(stop);
+        if self.tables.len() == 1 && self.markdown.is_some() {
+            self.untitled_slide(budget)?;
+            if let Some((writer, _)) = &mut self.markdown {
+                return writer.table_row(budget, &cells).map_err(stop);
+            }
         }
         let line = cells.join("\t");
         if line.trim().is_empty() {
@@ -222,8 +281,13 @@ fn ooxml_part(
     state: &mut Paragraphs,
     skip_fields: bool,
     styles: Option<&WordStyles>,
+    slide: bool,
 ) -> Result<bool, ReadError> {
     let mut numbering = (None::<String>, 0u8);
+    // A slide's shapes (markdown): whether the shape being read is a body placeholder,
+    // whose paragraphs are bulleted unless they say otherwise, and the paragraph's level.
+    let mut body_shape = false;
+    let mut level = 0usize;
     let result = walk(xml, |node| -> Result<bool, WalkStop> {
         state.tick(budget)?;
         match node {
@@ -236,14 +300,29 @@ fn ooxml_part(
                 "br" | "cr" => state.para.push('\n'),
                 "p" => {
                     numbering = (None, 0);
-                    state.set_kind(ParagraphKind::Body);
+                    level = 0;
+                    state.set_kind(if slide && body_shape {
+                        ParagraphKind::Item(0, ListMark::Bullet)
+                    } else {
+                        ParagraphKind::Body
+                    });
                 }
+                "sp" if slide => body_shape = false,
+                name @ ("ph" | "pPr") if slide => slide_shape(state, e, name, &mut body_shape, &mut level),
                 _ => {}
             },
             Node::Empty(e) => match local(e) {
                 "tab" => state.para.push('\t'),
                 "br" | "cr" => state.para.push('\n'),
                 "tc" => state.end_cell(),
+                name @ ("ph" | "pPr" | "buNone" | "buChar" | "buAutoNum") if slide => {
+                    slide_shape(state, e, name, &mut body_shape, &mut level)
+                }
+                "footnoteReference" => {
+                    if let Some(id) = attribute(e, "id") {
+                        state.refer_to_footnote(&id);
+                    }
+                }
                 name @ ("pStyle" | "outlineLvl" | "ilvl" | "numId") => {
                     if let (Some(styles), Some(value)) = (styles, attribute(e, "val")) {
                         match name {
@@ -282,6 +361,30 @@ fn ooxml_part(
         Ok(()) => Ok(false),
         Err(WalkStop::Budget) => Ok(true),
         Err(WalkStop::Read(error)) => Err(error),
+    }
+}
+
+/// What a slide's shape or paragraph property says (markdown): a placeholder of the body
+/// (no type, `body` or `obj`) bullets its paragraphs; a paragraph's `lvl` is its depth, and
+/// `buNone`, `buChar` and `buAutoNum` say whether and how it is marked.
+fn slide_shape(
+    state: &mut Paragraphs,
+    e: &quick_xml::events::BytesStart<'_>,
+    name: &str,
+    body_shape: &mut bool,
+    level: &mut usize,
+) {
+    match name {
+        "ph" => *body_shape = attribute(e, "type").is_none_or(|kind| matches!(kind.as_str(), "body" | "obj")),
+        "pPr" => {
+            *level = attribute(e, "lvl").and_then(|l| l.parse().ok()).unwrap_or(0).min(8);
+            if let ParagraphKind::Item(_, mark) = state.kind() {
+                state.set_kind(ParagraphKind::Item(*level, mark));
+            }
+        }
+        "buNone" => state.set_kind(ParagraphKind::Body),
+        "buChar" => state.set_kind(ParagraphKind::Item(*level, ListMark::Bullet)),
+        _ => state.set_kind(ParagraphKind::Item(*level, ListMark::Numbered)),
     }
 }
 
@@ -448,37 +551,107 @@ pub fn docx(container: &mut Container<'_>, budget: &mut TextBudget, markdown: bo
     let footers = numbered_parts(container, "word/footer");
     let parts = headers.into_iter().chain(["word/document.xml".to_owned()]).chain(footers);
     let mut state = Paragraphs::new(markdown);
+    if markdown && container.contains("word/footnotes.xml") {
+        state.footnotes = footnotes(&container.read("word/footnotes.xml")?)?;
+    }
     for part in parts {
         let xml = container.read(&part)?;
-        if ooxml_part(&xml, budget, &mut state, false, styles.as_ref())? {
+        if ooxml_part(&xml, budget, &mut state, false, styles.as_ref(), false)? {
             return Ok(());
+        }
+        // The body's last section's footnotes close it (before the footers).
+        if part == "word/document.xml" {
+            match state.write_footnotes(budget) {
+                Ok(()) => {}
+                Err(WalkStop::Budget) => return Ok(()),
+                Err(WalkStop::Read(error)) => return Err(error),
+            }
         }
     }
     Ok(())
 }
 
+/// A DOCX's footnotes by id, each one line of text (the separators Word keeps there are
+/// not notes). At most [`PARAGRAPH_CAP_BYTES`] of each are kept.
+fn footnotes(xml: &[u8]) -> Result<HashMap<String, String>, ReadError> {
+    let mut notes = HashMap::new();
+    let mut current: Option<(String, String)> = None;
+    let mut in_text = false;
+    walk(xml, |node| -> Result<bool, ReadError> {
+        match node {
+            Node::Start(e) if local(e) == "footnote" => {
+                let note = attribute(e, "type").is_none_or(|kind| kind == "normal");
+                current = attribute(e, "id").filter(|_| note).map(|id| (id, String::new()));
+            }
+            Node::Start(e) if local(e) == "t" => in_text = true,
+            Node::Start(e) | Node::Empty(e) if matches!(local(e), "p" | "tab" | "br") => {
+                if let Some((_, text)) = &mut current
+                    && !text.is_empty()
+                    && !text.ends_with(' ')
+                {
+                    text.push(' ');
+                }
+            }
+            Node::End("t") => in_text = false,
+            Node::End("footnote") => {
+                if let Some((id, text)) = current.take() {
+                    notes.insert(id, text.split_whitespace().collect::<Vec<_>>().join(" "));
+                }
+            }
+            Node::Text(part) if in_text => {
+                if let Some((_, text)) = &mut current
+                    && text.len() < PARAGRAPH_CAP_BYTES
+                {
+                    text.push_str(part);
+                }
+            }
+            _ => {}
+        }
+        Ok(true)
+    })?;
+    Ok(notes)
+}
+
 /// PPTX: every slide's shape text and table rows, then its notes.
-pub fn pptx(container: &mut Container<'_>, budget: &mut TextBudget) -> Result<(), ReadError> {
+pub fn pptx(container: &mut Container<'_>, budget: &mut TextBudget, markdown: bool) -> Result<(), ReadError> {
     let slides = numbered_parts(container, "ppt/slides/slide");
     if slides.is_empty() && !container.contains("ppt/presentation.xml") {
         return Err(ReadError::Unreadable("the container has no ppt/presentation.xml".to_owned()));
     }
+    // As markdown one writer runs through the deck: `## Slide N — title` a slide (its first
+    // paragraph is its title), body placeholders' paragraphs as list items, tables, and the
+    // speaker notes under `### Notes`.
+    let mut deck = Paragraphs::new(markdown);
+    let spent = |result: Result<(), WalkStop>| match result {
+        Ok(()) => Ok(false),
+        Err(WalkStop::Budget) => Ok(true),
+        Err(WalkStop::Read(error)) => Err(error),
+    };
     for (index, slide) in slides.iter().enumerate() {
-        if budget.push(&format!("--- Slide {} ---\n", index + 1)).is_err() {
+        let number = index as u32 + 1;
+        let started = if markdown {
+            deck.start_slide(budget, number)
+        } else {
+            budget.push(&format!("--- Slide {number} ---\n")).map_err(stop)
+        };
+        if spent(started)? {
             return Ok(());
         }
         let xml = container.read(slide)?;
-        if ooxml_part(&xml, budget, &mut Paragraphs::new(false), false, None)? {
+        let mut plain = Paragraphs::new(false);
+        let state = if markdown { &mut deck } else { &mut plain };
+        if ooxml_part(&xml, budget, state, false, None, markdown)? {
             return Ok(());
         }
         if let Some(notes) = notes_for_slide(container, slide)? {
             let xml = container.read(&notes)?;
-            if budget.push("Notes:\n").is_err() || ooxml_part(&xml, budget, &mut Paragraphs::new(false), true, None)? {
+            if spent(state.start_notes(budget))? || ooxml_part(&xml, budget, state, true, None, false)? {
                 return Ok(());
             }
         }
         budget.check_time().map_err(|_| ReadError::Time)?;
     }
+    let _ = spent(deck.untitled_slide(budget))?;
     Ok(())
 }
 
@@ -565,17 +738,15 @@ pub fn odf_text(container: &mut Container<'_>, budget: &mut TextBudget, markdown
                 }
                 "list-style" => list_style = attribute(e, "name"),
                 "list-level-style-number" => note_numbered(&mut list_style, e, &mut numbered_styles),
-                "page" => {
-                    slide += 1;
-                    budget.end_line().map_err(stop)?;
-                    budget.push(&format!("--- Slide {slide} ---\n")).map_err(stop)?;
-                }
-                "notes" => budget.push("Notes:\n").map_err(stop)?,
+                "page" => start_page(&mut state, budget, &mut slide)?,
+                "notes" => state.start_notes(budget)?,
                 "tab" => state.text("\t"),
                 "line-break" => state.text("\n"),
                 _ => {}
             },
             Node::Empty(e) => match local(e) {
+                // An empty slide is still a slide: the next ones keep their numbers.
+                "page" => start_page(&mut state, budget, &mut slide)?,
                 "s" => {
                     let count = attribute(e, "c").and_then(|c| c.parse::<usize>().ok()).unwrap_or(1).min(64);
                     state.text(&" ".repeat(count));
@@ -609,10 +780,21 @@ pub fn odf_text(container: &mut Container<'_>, budget: &mut TextBudget, markdown
         }
         Ok(true)
     });
-    match result {
+    match result.and_then(|()| state.untitled_slide(budget)) {
         Ok(()) | Err(WalkStop::Budget) => Ok(()),
         Err(WalkStop::Read(error)) => Err(error),
     }
+}
+
+/// Starts an ODP slide: its marker as text, or (markdown) a heading its first paragraph
+/// will title.
+fn start_page(state: &mut Paragraphs, budget: &mut TextBudget, slide: &mut u32) -> Result<(), WalkStop> {
+    *slide += 1;
+    if state.markdown.is_some() {
+        return state.start_slide(budget, *slide);
+    }
+    budget.end_line().map_err(stop)?;
+    budget.push(&format!("--- Slide {slide} ---\n")).map_err(stop)
 }
 
 /// A list style whose first level is a number style counts its items.

@@ -5,6 +5,7 @@
 
 use crate::budget::{Stop, TextBudget};
 use crate::container::Container;
+use crate::markdown::MarkdownWriter;
 use crate::office::{ReadError, WalkStop, stop};
 use crate::xml::{Node, attribute, local, walk};
 use calamine::{Data, DataRef, Reader, Xls, Xlsx};
@@ -21,29 +22,119 @@ pub struct SheetStats {
     pub cells: u64,
 }
 
-fn cell_limit_note(budget: &mut TextBudget) -> Result<(), Stop> {
+fn cell_limit_note(out: &mut SheetOut, budget: &mut TextBudget) -> Result<(), Stop> {
+    out.finish(budget)?;
     budget.end_line()?;
     budget.push(&format!(
         "[Stopped after {MAX_CELLS} cells: the rest of this sheet and any later sheets were not read.]\n"
     ))
 }
 
-/// Writes one row; `Err(Stop::Budget)` ends the workbook.
-fn write_row(budget: &mut TextBudget, row: &mut Vec<String>) -> Result<(), Stop> {
-    while row.last().is_some_and(String::is_empty) {
-        row.pop();
-    }
-    if row.is_empty() {
-        return Ok(());
-    }
-    budget.push(&row.join("\t"))?;
-    row.clear();
-    budget.push("\n")
+/// Where a workbook's sheets and rows go: as text (`Sheet: name`, then each row's cells
+/// tab-separated) or as markdown (`## Sheet: name`, then the rows as pipe tables whose
+/// header is the sheet's first row; a tall sheet is cut into tables of
+/// [`ROWS_PER_TABLE`] rows and a wide one into tables of [`COLUMNS_PER_TABLE`] columns
+/// beside the first, each table with its header, so every chunk of a sheet can be read on
+/// its own).
+#[derive(Debug, Default)]
+pub struct SheetOut {
+    markdown: Option<MarkdownTables>,
 }
 
-fn sheet_header(budget: &mut TextBudget, name: &str) -> Result<(), Stop> {
-    budget.end_line()?;
-    budget.push(&format!("Sheet: {name}\n"))
+/// The rows of a sheet waiting to be written as markdown tables.
+#[derive(Debug, Default)]
+struct MarkdownTables {
+    writer: MarkdownWriter,
+    header: Option<Vec<String>>,
+    rows: Vec<Vec<String>>,
+}
+
+/// The most rows of one markdown table (then the header is written again).
+pub const ROWS_PER_TABLE: usize = 40;
+/// The most columns of one markdown table besides the first.
+pub const COLUMNS_PER_TABLE: usize = 10;
+
+impl SheetOut {
+    pub fn new(markdown: bool) -> Self {
+        Self { markdown: markdown.then(MarkdownTables::default) }
+    }
+
+    /// Starts a sheet named `name` (the previous sheet's rows are written first).
+    pub fn sheet(&mut self, budget: &mut TextBudget, name: &str) -> Result<(), Stop> {
+        match &mut self.markdown {
+            Some(tables) => {
+                tables.flush(budget)?;
+                tables.header = None;
+                tables.writer.heading(budget, 2, &format!("Sheet: {name}"))
+            }
+            None => {
+                budget.end_line()?;
+                budget.push(&format!("Sheet: {name}\n"))
+            }
+        }
+    }
+
+    /// Writes one row (emptied); `Err(Stop::Budget)` ends the workbook.
+    pub fn row(&mut self, budget: &mut TextBudget, row: &mut Vec<String>) -> Result<(), Stop> {
+        while row.last().is_some_and(String::is_empty) {
+            row.pop();
+        }
+        if row.is_empty() {
+            return Ok(());
+        }
+        let Some(tables) = &mut self.markdown else {
+            budget.push(&row.join("\t"))?;
+            row.clear();
+            return budget.push("\n");
+        };
+        let row = std::mem::take(row);
+        if tables.header.is_none() {
+            tables.header = Some(row);
+            return Ok(());
+        }
+        tables.rows.push(row);
+        if tables.rows.len() == ROWS_PER_TABLE {
+            tables.flush(budget)?;
+        }
+        Ok(())
+    }
+
+    /// Writes what is still waiting (the last sheet's last rows).
+    pub fn finish(&mut self, budget: &mut TextBudget) -> Result<(), Stop> {
+        match &mut self.markdown {
+            Some(tables) => tables.flush(budget),
+            None => Ok(()),
+        }
+    }
+}
+
+impl MarkdownTables {
+    /// Writes the waiting rows under the header, as one table per column group.
+    fn flush(&mut self, budget: &mut TextBudget) -> Result<(), Stop> {
+        let Some(header) = &self.header else { return Ok(()) };
+        if self.rows.is_empty() && header.is_empty() {
+            return Ok(());
+        }
+        let width = self.rows.iter().map(Vec::len).chain([header.len()]).max().unwrap_or(0);
+        let cell = |row: &[String], column: usize| row.get(column).cloned().unwrap_or_default();
+        let mut first = 1;
+        loop {
+            let last = (first + COLUMNS_PER_TABLE).min(width.max(1));
+            let columns: Vec<usize> = std::iter::once(0).chain(first..last).collect();
+            self.writer.end_table();
+            self.writer.table_row(budget, &columns.iter().map(|&c| cell(header, c)).collect::<Vec<_>>())?;
+            for row in &self.rows {
+                self.writer.table_row(budget, &columns.iter().map(|&c| cell(row, c)).collect::<Vec<_>>())?;
+            }
+            if last >= width {
+                break;
+            }
+            first = last;
+        }
+        self.writer.end_table();
+        self.rows.clear();
+        Ok(())
+    }
 }
 
 fn number(value: f64) -> String {
@@ -77,6 +168,43 @@ fn data_text(value: &Data) -> String {
     }
 }
 
+/// A CSV file's rows (already decoded) as markdown tables under the budget: its first row
+/// is the header. The delimiter is the one of `,`, `;` and tab that the first line uses
+/// most; a quoted field may hold delimiters and line breaks.
+pub fn csv_markdown(text: &str, budget: &mut TextBudget) -> Result<(), Stop> {
+    let first_line = text.lines().next().unwrap_or_default();
+    let delimiter =
+        [b',', b';', b'\t'].into_iter().max_by_key(|d| first_line.bytes().filter(|b| b == d).count()).unwrap_or(b',');
+    let mut reader =
+        csv::ReaderBuilder::new().has_headers(false).flexible(true).delimiter(delimiter).from_reader(text.as_bytes());
+    let mut out = SheetOut::new(true);
+    let mut cells = 0u64;
+    for (index, record) in reader.records().enumerate() {
+        if index % 4096 == 0 {
+            budget.check_time()?;
+        }
+        // A line the CSV rules cannot read ends the table; what was read is kept.
+        let Ok(record) = record else { break };
+        cells += record.len() as u64;
+        if cells > MAX_CELLS {
+            out.finish(budget)?;
+            budget.end_line()?;
+            return budget.push(&format!("[Stopped after {MAX_CELLS} cells: the rest of the file was not read.]\n"));
+        }
+        let mut row: Vec<String> = record.iter().map(str::to_owned).collect();
+        out.row(budget, &mut row)?;
+    }
+    out.finish(budget)
+}
+
+/// The workbook read to its end: what still waits is written.
+fn finished(out: &mut SheetOut, budget: &mut TextBudget, stats: SheetStats) -> Result<SheetStats, ReadError> {
+    match out.finish(budget) {
+        Err(Stop::Time) => Err(ReadError::Time),
+        Ok(()) | Err(Stop::Budget) => Ok(stats),
+    }
+}
+
 /// What one sheet's read means for the workbook: `None` to go on, else the answer.
 fn after_sheet(result: Result<bool, Stop>, stats: SheetStats) -> Option<Result<SheetStats, ReadError>> {
     match result {
@@ -88,13 +216,14 @@ fn after_sheet(result: Result<bool, Stop>, stats: SheetStats) -> Option<Result<S
 
 /// XLSX and XLSM, streamed cell by cell. The container was checked before (limits,
 /// duplicate parts, DOCTYPEs), so calamine only ever sees a safe zip.
-pub fn xlsx(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadError> {
+pub fn xlsx(bytes: &[u8], budget: &mut TextBudget, markdown: bool) -> Result<SheetStats, ReadError> {
+    let out = &mut SheetOut::new(markdown);
     let mut workbook: Xlsx<_> =
         Xlsx::new(Cursor::new(bytes)).map_err(|e| ReadError::Unreadable(format!("not a readable workbook: {e}")))?;
     let mut stats = SheetStats::default();
     for name in workbook.sheet_names() {
         let result = (|| -> Result<bool, Stop> {
-            sheet_header(budget, &name)?;
+            out.sheet(budget, &name)?;
             let mut reader = match workbook.worksheet_cells_reader(&name) {
                 Ok(reader) => reader,
                 Err(_) => return Ok(false),
@@ -108,8 +237,8 @@ pub fn xlsx(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadErr
                 }
                 stats.cells += 1;
                 if stats.cells > MAX_CELLS {
-                    write_row(budget, &mut row)?;
-                    cell_limit_note(budget)?;
+                    out.row(budget, &mut row)?;
+                    cell_limit_note(out, budget)?;
                     return Ok(true);
                 }
                 if stats.cells.is_multiple_of(4096) {
@@ -117,28 +246,29 @@ pub fn xlsx(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadErr
                 }
                 let (r, c) = cell.get_position();
                 if row_index != Some(r) {
-                    write_row(budget, &mut row)?;
+                    out.row(budget, &mut row)?;
                     row_index = Some(r);
                 }
                 let gap = c.saturating_sub(row.len() as u32).min(MAX_COLUMN_GAP);
                 row.extend((0..gap).map(|_| String::new()));
                 row.push(data_ref_text(cell.get_value()));
             }
-            write_row(budget, &mut row)?;
+            out.row(budget, &mut row)?;
             Ok(false)
         })();
         if let Some(done) = after_sheet(result, stats) {
             return done;
         }
     }
-    Ok(stats)
+    finished(out, budget, stats)
 }
 
 /// Legacy XLS (BIFF), whole sheets at a time (a file at most the upload size). The
 /// compound file is first read through the `cfb` crate, which refuses looping or
 /// out-of-range sector chains that calamine's own reader would follow without end (found
 /// by fuzzing: a cyclic chain grew one allocation past 2 GiB).
-pub fn xls(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadError> {
+pub fn xls(bytes: &[u8], budget: &mut TextBudget, markdown: bool) -> Result<SheetStats, ReadError> {
+    let out = &mut SheetOut::new(markdown);
     let workbook_stream = check_compound_file(bytes)?;
     check_biff_cell_span(&workbook_stream)?;
     let mut workbook: Xls<_> =
@@ -147,7 +277,7 @@ pub fn xls(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadErro
     for name in workbook.sheet_names() {
         let Ok(range) = workbook.worksheet_range(&name) else { continue };
         let result = (|| -> Result<bool, Stop> {
-            sheet_header(budget, &name)?;
+            out.sheet(budget, &name)?;
             for cells in range.rows() {
                 budget.check_time()?;
                 let mut row: Vec<String> = Vec::with_capacity(cells.len());
@@ -156,13 +286,13 @@ pub fn xls(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadErro
                         stats.cells += 1;
                     }
                     if stats.cells > MAX_CELLS {
-                        write_row(budget, &mut row)?;
-                        cell_limit_note(budget)?;
+                        out.row(budget, &mut row)?;
+                        cell_limit_note(out, budget)?;
                         return Ok(true);
                     }
                     row.push(data_text(value));
                 }
-                write_row(budget, &mut row)?;
+                out.row(budget, &mut row)?;
             }
             Ok(false)
         })();
@@ -170,12 +300,13 @@ pub fn xls(bytes: &[u8], budget: &mut TextBudget) -> Result<SheetStats, ReadErro
             return done;
         }
     }
-    Ok(stats)
+    finished(out, budget, stats)
 }
 
 /// ODS from `content.xml`: repeated empty rows and cells are skipped without expanding them;
 /// a repeated non-empty row or cell is written out only as far as the cell count allows.
-pub fn ods(container: &mut Container<'_>, budget: &mut TextBudget) -> Result<SheetStats, ReadError> {
+pub fn ods(container: &mut Container<'_>, budget: &mut TextBudget, markdown: bool) -> Result<SheetStats, ReadError> {
+    let out = &mut SheetOut::new(markdown);
     if !container.contains("content.xml") {
         return Err(ReadError::Unreadable("the container has no content.xml".to_owned()));
     }
@@ -200,7 +331,7 @@ pub fn ods(container: &mut Container<'_>, budget: &mut TextBudget) -> Result<She
             Node::Start(e) => match local(e) {
                 "table" => {
                     let name = attribute(e, "name").unwrap_or_default();
-                    sheet_header(budget, &name).map_err(stop)?;
+                    out.sheet(budget, &name).map_err(stop)?;
                 }
                 "table-row" => {
                     row.clear();
@@ -220,7 +351,7 @@ pub fn ods(container: &mut Container<'_>, budget: &mut TextBudget) -> Result<She
                 _ => {}
             },
             Node::Empty(e) => match local(e) {
-                "table" => sheet_header(budget, &attribute(e, "name").unwrap_or_default()).map_err(stop)?,
+                "table" => out.sheet(budget, &attribute(e, "name").unwrap_or_default()).map_err(stop)?,
                 "table-row" => {}
                 "table-cell" | "covered-table-cell" => {
                     // An empty cell: only its position matters, and only if a value follows.
@@ -262,9 +393,9 @@ pub fn ods(container: &mut Container<'_>, budget: &mut TextBudget) -> Result<She
                                 stats.cells += width;
                             }
                             let mut line = row.clone();
-                            write_row(budget, &mut line).map_err(stop)?;
+                            out.row(budget, &mut line).map_err(stop)?;
                             if stats.cells > MAX_CELLS {
-                                cell_limit_note(budget).map_err(stop)?;
+                                cell_limit_note(out, budget).map_err(stop)?;
                                 return Err(WalkStop::Budget);
                             }
                         }
@@ -283,7 +414,8 @@ pub fn ods(container: &mut Container<'_>, budget: &mut TextBudget) -> Result<She
         Ok(true)
     });
     match result {
-        Ok(()) | Err(WalkStop::Budget) => Ok(stats),
+        Ok(()) => finished(out, budget, stats),
+        Err(WalkStop::Budget) => Ok(stats),
         Err(WalkStop::Read(error)) => Err(error),
     }
 }

@@ -576,3 +576,136 @@ Caf\'e9 \u8364? 40\par{\field{\*\fldinst HYPERLINK x}{\fldrslt the office}}\cell
     let extraction = run_with("dues.rtf", rtf, ExtractOptions::new(200_000).with_markdown(true)).expect("accepted");
     assert!(!extraction.markdown, "RTF is written as text either way");
 }
+
+#[test]
+fn a_deck_as_markdown_is_a_section_a_slide_with_bullets_tables_and_notes() {
+    const A: &str = r#"xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main""#;
+    let shape = |ph: &str, paragraphs: &str| {
+        format!("<p:sp><p:nvSpPr><p:nvPr>{ph}</p:nvPr></p:nvSpPr><p:txBody>{paragraphs}</p:txBody></p:sp>")
+    };
+    let para = |props: &str, text: &str| format!("<a:p>{props}<a:r><a:t>{text}</a:t></a:r></a:p>");
+    let first = format!(
+        "<p:sld {A}><p:cSld><p:spTree>{}{}{}</p:spTree></p:cSld></p:sld>",
+        shape("<p:ph type=\"title\"/>", &para("", "Quarterly results")),
+        shape(
+            "<p:ph idx=\"1\"/>",
+            &[
+                para("", "Revenue grew"),
+                para("<a:pPr lvl=\"1\"/>", "in the north"),
+                para("<a:pPr><a:buNone/></a:pPr>", "Plain remark"),
+                para("<a:pPr><a:buAutoNum type=\"arabicPeriod\"/></a:pPr>", "First step"),
+            ]
+            .concat()
+        ),
+        "<p:graphicFrame><a:graphic><a:graphicData><a:tbl><a:tr><a:tc><a:txBody><a:p><a:r><a:t>Region</a:t></a:r></a:p></a:txBody></a:tc>\
+         <a:tc><a:txBody><a:p><a:r><a:t>Growth</a:t></a:r></a:p></a:txBody></a:tc></a:tr><a:tr><a:tc><a:txBody><a:p><a:r><a:t>North</a:t></a:r></a:p></a:txBody></a:tc>\
+         <a:tc><a:txBody><a:p><a:r><a:t>4%</a:t></a:r></a:p></a:txBody></a:tc></a:tr></a:tbl></a:graphicData></a:graphic></p:graphicFrame>"
+    );
+    let second =
+        format!("<p:sld {A}><p:cSld><p:spTree>{}</p:spTree></p:cSld></p:sld>", shape("<p:ph type=\"pic\"/>", ""));
+    let rels = r#"<Relationships><Relationship Id="rId2" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/notesSlide" Target="../notesSlides/notesSlide1.xml"/></Relationships>"#;
+    let notes = format!("<p:notes {A}><a:p><a:r><a:t>Mention the north first</a:t></a:r></a:p></p:notes>");
+    let bytes = zip(&[
+        ("[Content_Types].xml", "<Types/>"),
+        ("ppt/presentation.xml", "<p:presentation/>"),
+        ("ppt/slides/slide1.xml", &first),
+        ("ppt/slides/slide2.xml", &second),
+        ("ppt/slides/_rels/slide1.xml.rels", rels),
+        ("ppt/notesSlides/notesSlide1.xml", &notes),
+    ]);
+    assert_eq!(
+        markdown("deck.pptx", &bytes),
+        "## Slide 1 — Quarterly results\n\n- Revenue grew\n  - in the north\n\nPlain remark\n\n1. First step\n\n\
+         | Region | Growth |\n| --- | --- |\n| North | 4% |\n\n### Notes\n\nMention the north first\n\n## Slide 2"
+    );
+    // As text the deck reads as it always has.
+    assert!(text("deck.pptx", &bytes).starts_with("--- Slide 1 ---\nQuarterly results\nRevenue grew\n"));
+
+    let odp = odf(
+        "application/vnd.oasis.opendocument.presentation",
+        "<office:presentation><draw:page><draw:frame><draw:text-box><text:p>Harbour plan</text:p></draw:text-box></draw:frame>\
+         <draw:frame><draw:text-box><text:list><text:list-item><text:p>Dredge the channel</text:p></text:list-item></text:list></draw:text-box></draw:frame>\
+         <presentation:notes><draw:frame><draw:text-box><text:p>Keep it short</text:p></draw:text-box></draw:frame></presentation:notes></draw:page>\
+         <draw:page/></office:presentation>",
+    );
+    assert_eq!(
+        markdown("plan.odp", &odp),
+        "## Slide 1 — Harbour plan\n\n- Dredge the channel\n\n### Notes\n\nKeep it short\n\n## Slide 2"
+    );
+}
+
+#[test]
+fn a_workbook_as_markdown_is_a_section_a_sheet_of_tables_that_keep_their_header() {
+    // 45 rows under a header of 13 columns: cut into tables of 40 rows, and of the first
+    // column with 10 more at a time.
+    let cell = |r: usize, c: usize, text: &str| {
+        let column = (b'A' + c as u8) as char;
+        format!("<c r=\"{column}{r}\" t=\"inlineStr\"><is><t>{text}</t></is></c>")
+    };
+    let mut rows = String::new();
+    for r in 1..=46 {
+        let cells: String =
+            (0..13).map(|c| cell(r, c, &if r == 1 { format!("H{c}") } else { format!("r{r}c{c}") })).collect();
+        rows.push_str(&format!("<row r=\"{r}\">{cells}</row>"));
+    }
+    let text = markdown("wide.xlsx", &xlsx(&rows));
+    assert!(text.starts_with("## Sheet: Data\n\n| H0 | H1 |"), "{text}");
+    let tables: Vec<&str> = text.split("\n\n").filter(|block| block.starts_with('|')).collect();
+    // Rows 2–41 in two tables (columns 0–10, then 0 and 11–12), rows 42–46 in two more.
+    assert_eq!(tables.len(), 4, "{text}");
+    assert!(tables[0].starts_with("| H0 | H1 | H2 | H3 | H4 | H5 | H6 | H7 | H8 | H9 | H10 |\n"), "{}", tables[0]);
+    assert!(
+        tables[1].starts_with("| H0 | H11 | H12 |\n| --- | --- | --- |\n| r2c0 | r2c11 | r2c12 |"),
+        "{}",
+        tables[1]
+    );
+    assert_eq!(tables[0].lines().count(), 2 + 40);
+    assert!(tables[2].starts_with("| H0 | H1 |") && tables[2].contains("| r42c0 | r42c1 |"), "{}", tables[2]);
+    assert!(tables[3].ends_with("| r46c0 | r46c11 | r46c12 |"), "{}", tables[3]);
+
+    let csv = "Part;Code;Note\nSeal;S-1;\"fits; the pump\"\nGasket;G-2;\"two\nlines\"\n";
+    assert_eq!(
+        markdown("parts.csv", csv.as_bytes()),
+        "| Part | Code | Note |\n| --- | --- | --- |\n| Seal | S-1 | fits; the pump |\n| Gasket | G-2 | two lines |"
+    );
+    // As text a CSV is the file itself.
+    assert_eq!(text_of_csv(csv), csv);
+}
+
+fn text_of_csv(csv: &str) -> String {
+    text("parts.csv", csv.as_bytes())
+}
+
+#[test]
+fn a_docx_footnote_closes_its_section_as_markdown() {
+    let para = |props: &str, runs: &str| format!("<w:p><w:pPr>{props}</w:pPr>{runs}</w:p>");
+    let run = |text: &str| format!("<w:r><w:t>{text}</w:t></w:r>");
+    let note = |id: u32| format!("<w:r><w:footnoteReference w:id=\"{id}\"/></w:r>");
+    let body = [
+        para("<w:pStyle w:val=\"Heading1\"/>", &run("Dredging")),
+        para("", &format!("{}{}{}", run("The channel is dredged in spring."), note(2), run(" Silt goes north."))),
+        para("<w:pStyle w:val=\"Heading1\"/>", &run("Costs")),
+        para("", &format!("{}{}", run("The council pays."), note(3))),
+    ]
+    .concat();
+    let notes = format!(
+        "<w:footnotes {W}><w:footnote w:type=\"separator\" w:id=\"-1\"><w:p><w:r><w:separator/></w:r></w:p></w:footnote>\
+         <w:footnote w:id=\"2\"><w:p><w:r><w:t>Every year since</w:t></w:r><w:r><w:t xml:space=\"preserve\"> 1998.</w:t></w:r></w:p></w:footnote>\
+         <w:footnote w:id=\"3\"><w:p><w:r><w:t>From the harbour dues.</w:t></w:r></w:p></w:footnote></w:footnotes>"
+    );
+    let bytes = zip(&[
+        ("[Content_Types].xml", "<Types/>"),
+        ("word/document.xml", &format!("<w:document {W}><w:body>{body}</w:body></w:document>")),
+        ("word/footnotes.xml", &notes),
+    ]);
+    assert_eq!(
+        markdown("plan.docx", &bytes),
+        "# Dredging\n\nThe channel is dredged in spring.[^1] Silt goes north.\n\n[^1]: Every year since 1998.\n\n# Costs\n\n\
+         The council pays.[^2]\n\n[^2]: From the harbour dues."
+    );
+    // As text, footnotes are not read (as before).
+    assert_eq!(
+        text("plan.docx", &bytes),
+        "Dredging\nThe channel is dredged in spring. Silt goes north.\nCosts\nThe council pays."
+    );
+}
