@@ -86,6 +86,8 @@ struct Paragraphs {
     footnotes: HashMap<String, String>,
     pending_notes: Vec<(usize, String)>,
     notes_referred: usize,
+    /// An ODT note being read (markdown): the text of the paragraph it sits in.
+    note_in: Option<String>,
 }
 
 /// What a paragraph is, as its properties (DOCX) or element (ODT) say.
@@ -164,6 +166,24 @@ impl Paragraphs {
         self.notes_referred += 1;
         let number = self.notes_referred;
         self.pending_notes.push((number, note.clone()));
+        self.para.push_str(&format!("[^{number}]"));
+    }
+
+    /// An ODT note starts inside the paragraph being read (markdown): its body is read
+    /// aside, the paragraph waits.
+    fn start_note(&mut self) {
+        if self.markdown.is_some() && self.note_in.is_none() {
+            self.note_in = Some(std::mem::take(&mut self.para));
+        }
+    }
+
+    /// The ODT note ends: its mark goes into the paragraph, its text to the section's end.
+    fn end_note(&mut self) {
+        let Some(paragraph) = self.note_in.take() else { return };
+        let note = std::mem::replace(&mut self.para, paragraph);
+        self.notes_referred += 1;
+        let number = self.notes_referred;
+        self.pending_notes.push((number, note.split_whitespace().collect::<Vec<_>>().join(" ")));
         self.para.push_str(&format!("[^{number}]"));
     }
 
@@ -740,6 +760,8 @@ pub fn odf_text(container: &mut Container<'_>, budget: &mut TextBudget, markdown
                 "list-level-style-number" => note_numbered(&mut list_style, e, &mut numbered_styles),
                 "page" => start_page(&mut state, budget, &mut slide)?,
                 "notes" => state.start_notes(budget)?,
+                "note" => state.start_note(),
+                "note-citation" if state.markdown.is_some() => state.skip_depth += 1,
                 "tab" => state.text("\t"),
                 "line-break" => state.text("\n"),
                 _ => {}
@@ -774,13 +796,15 @@ pub fn odf_text(container: &mut Container<'_>, budget: &mut TextBudget, markdown
                     }
                 }
                 "list-style" => list_style = None,
+                "note" => state.end_note(),
+                "note-citation" if state.markdown.is_some() => state.skip_depth = state.skip_depth.saturating_sub(1),
                 _ => {}
             },
             Node::Text(text) => state.text(text),
         }
         Ok(true)
     });
-    match result.and_then(|()| state.untitled_slide(budget)) {
+    match result.and_then(|()| state.untitled_slide(budget)).and_then(|()| state.write_footnotes(budget)) {
         Ok(()) | Err(WalkStop::Budget) => Ok(()),
         Err(WalkStop::Read(error)) => Err(error),
     }

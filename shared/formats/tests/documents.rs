@@ -709,3 +709,21 @@ fn a_docx_footnote_closes_its_section_as_markdown() {
         "Dredging\nThe channel is dredged in spring. Silt goes north.\nCosts\nThe council pays."
     );
 }
+
+#[test]
+fn an_odt_footnote_closes_its_section_as_markdown() {
+    let note = |n: u32, text: &str| {
+        format!("<text:note text:id=\"ftn{n}\" text:note-class=\"footnote\"><text:note-citation>{n}</text:note-citation><text:note-body><text:p>{text}</text:p></text:note-body></text:note>")
+    };
+    let body = format!(
+        "<office:text><text:h text:outline-level=\"1\">Dredging</text:h><text:p>Dredged in spring{} and autumn.</text:p>\
+         <text:h text:outline-level=\"1\">Costs</text:h><text:p>Paid by the council.{}</text:p></office:text>",
+        note(1, "Since 1998."),
+        note(2, "From the dues.")
+    );
+    let bytes = odf("application/vnd.oasis.opendocument.text", &body);
+    assert_eq!(
+        markdown("plan.odt", &bytes),
+        "# Dredging\n\nDredged in spring[^1] and autumn.\n\n[^1]: Since 1998.\n\n# Costs\n\nPaid by the council.[^2]\n\n[^2]: From the dues."
+    );
+}
