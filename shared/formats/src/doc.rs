@@ -6,9 +6,10 @@
 //!
 //! What is read: the main text's paragraphs, and its tables from their cell and row marks
 //! (cells tab-separated as text, pipe tables as markdown); of a field, its result and never
-//! its code. What is not: headings (a paragraph's style sits in formatting tables this
-//! reader does not walk, so paragraphs stay paragraphs), headers, footnotes, comments and
-//! text boxes. An encrypted file, or one older than Word 97 (Word 6 and 95 keep their text
+//! its code. As markdown, a paragraph whose style is a built-in heading (`Heading 1`–`9`,
+//! `Title`) is a heading: its style comes from the paragraph properties in the formatting
+//! pages (`PlcBtePapx`, its FKPs) and the style's built-in id from the stylesheet. What is
+//! not read: headers, footnotes, comments and text boxes. An encrypted file, or one older than Word 97 (Word 6 and 95 keep their text
 //! another way), is refused with that reason.
 
 use crate::budget::{Stop, TextBudget};
@@ -24,9 +25,16 @@ const FLAG_ENCRYPTED: u16 = 0x0100;
 const FLAG_TABLE_1: u16 = 0x0200;
 /// Where the FIB's variable parts start: after its 32-byte base.
 const FIB_BASE: usize = 32;
-/// `ccpText` in `fibRgLw97`, and `fcClx` in `fibRgFcLcb97` (pair index).
+/// `ccpText` in `fibRgLw97`; `fcStshf`, `fcPlcfBtePapx` and `fcClx` in `fibRgFcLcb97`
+/// (pair indexes).
 const CCP_TEXT: usize = 3;
+const FC_STSHF: usize = 1;
+const FC_PLCF_BTE_PAPX: usize = 13;
 const FC_CLX: usize = 33;
+/// A formatting page's size in the Word stream.
+const FKP_BYTES: usize = 512;
+/// The built-in style id of `Title`.
+const STI_TITLE: u16 = 62;
 /// A piece's characters are 8-bit when this bit of its offset is set (the offset is then
 /// twice the byte's position).
 const COMPRESSED: u32 = 0x4000_0000;
@@ -49,6 +57,8 @@ struct Fib {
     table_1: bool,
     text_chars: u32,
     clx: (usize, usize),
+    stylesheet: (usize, usize),
+    paragraph_pages: (usize, usize),
 }
 
 impl Fib {
@@ -82,9 +92,18 @@ impl Fib {
         if pairs <= FC_CLX {
             return Err(short());
         }
-        let fc_clx = u32_at(word, fc_at + 8 * FC_CLX).ok_or_else(short)? as usize;
-        let lcb_clx = u32_at(word, fc_at + 8 * FC_CLX + 4).ok_or_else(short)? as usize;
-        Ok(Self { table_1: flags & FLAG_TABLE_1 != 0, text_chars, clx: (fc_clx, lcb_clx) })
+        let pair = |index: usize| -> Result<(usize, usize), ReadError> {
+            let fc = u32_at(word, fc_at + 8 * index).ok_or_else(short)? as usize;
+            let lcb = u32_at(word, fc_at + 8 * index + 4).ok_or_else(short)? as usize;
+            Ok((fc, lcb))
+        };
+        Ok(Self {
+            table_1: flags & FLAG_TABLE_1 != 0,
+            text_chars,
+            clx: pair(FC_CLX)?,
+            stylesheet: pair(FC_STSHF)?,
+            paragraph_pages: pair(FC_PLCF_BTE_PAPX)?,
+        })
     }
 }
 
@@ -134,10 +153,83 @@ fn pieces(table: &[u8], (fc_clx, lcb_clx): (usize, usize)) -> Result<Vec<Piece>,
         .collect()
 }
 
+/// Which paragraphs are headings: the heading level of each style (by its built-in id in
+/// the stylesheet) and the style of each run of paragraphs (by where their marks are in the
+/// Word stream, from the formatting pages). Anything unreadable here only loses headings.
+#[derive(Debug, Default)]
+struct Headings {
+    levels: std::collections::HashMap<u16, u8>,
+    /// `(first byte, end byte, style)` runs, sorted.
+    runs: Vec<(u32, u32, u16)>,
+}
+
+impl Headings {
+    fn read(word: &[u8], table: &[u8], fib: &Fib) -> Self {
+        let mut headings = Self::default();
+        let slice = |(fc, lcb): (usize, usize)| table.get(fc..fc.saturating_add(lcb)).unwrap_or_default();
+        // The stylesheet: a header, then each style's length and definition, whose first
+        // 12 bits are its built-in id (1–9 the headings).
+        let stylesheet = slice(fib.stylesheet);
+        if let Some(header) = u16_at(stylesheet, 0) {
+            let count = u16_at(stylesheet, 2).unwrap_or(0);
+            let mut at = 2 + usize::from(header);
+            for istd in 0..count {
+                let Some(len) = u16_at(stylesheet, at) else { break };
+                if len >= 2
+                    && let Some(sti) = u16_at(stylesheet, at + 2).map(|v| v & 0x0FFF)
+                {
+                    match sti {
+                        1..=9 => drop(headings.levels.insert(istd, sti as u8)),
+                        STI_TITLE => drop(headings.levels.insert(istd, 1)),
+                        _ => {}
+                    }
+                }
+                at += 2 + usize::from(len);
+            }
+        }
+        if headings.levels.is_empty() {
+            return headings;
+        }
+        // The formatting pages of paragraphs: each page's runs and their properties, whose
+        // first two bytes are the paragraphs' style.
+        let plc = slice(fib.paragraph_pages);
+        let count = plc.len().saturating_sub(4) / 8;
+        for i in 0..count {
+            let Some(pn) = u32_at(plc, 4 * (count + 1) + 4 * i) else { break };
+            let start = (pn & 0x003F_FFFF) as usize * FKP_BYTES;
+            let Some(page) = word.get(start..start + FKP_BYTES) else { continue };
+            let runs = usize::from(page[FKP_BYTES - 1]);
+            for r in 0..runs {
+                let (Some(from), Some(to)) = (u32_at(page, 4 * r), u32_at(page, 4 * (r + 1))) else { break };
+                let offset = page.get(4 * (runs + 1) + 13 * r).map_or(0, |b| usize::from(*b) * 2);
+                let istd = match page.get(offset) {
+                    _ if offset == 0 => 0,
+                    Some(0) => u16_at(page, offset + 2).unwrap_or(0),
+                    Some(_) => u16_at(page, offset + 1).unwrap_or(0),
+                    None => 0,
+                };
+                headings.runs.push((from, to, istd));
+            }
+        }
+        headings.runs.sort_unstable();
+        headings
+    }
+
+    /// The heading level of the paragraph whose mark is at byte `at` of the Word stream.
+    fn level_at(&self, at: u32) -> Option<u8> {
+        let index = self.runs.partition_point(|run| run.0 <= at).checked_sub(1)?;
+        let (_, end, istd) = self.runs[index];
+        (at < end).then(|| self.levels.get(&istd).copied()).flatten()
+    }
+}
+
 /// The main text's paragraphs and table rows, written as they end.
 struct Writer<'a> {
     budget: &'a mut TextBudget,
     markdown: Option<MarkdownWriter>,
+    headings: Headings,
+    /// Where in the Word stream the character being read is.
+    at: u32,
     paragraph: String,
     cells: Vec<String>,
     /// Whether the last character was a cell's end (a second one ends the row).
@@ -183,7 +275,10 @@ impl Writer<'_> {
         match &mut self.markdown {
             Some(writer) => {
                 writer.end_table();
-                writer.paragraph(self.budget, &text)
+                match self.headings.level_at(self.at) {
+                    Some(level) => writer.heading(self.budget, level, &text),
+                    None => writer.paragraph(self.budget, &text),
+                }
             }
             None if text.trim().is_empty() => Ok(()),
             None => {
@@ -227,9 +322,12 @@ pub fn doc(bytes: &[u8], budget: &mut TextBudget, markdown: bool) -> Result<(), 
     let table =
         stream(if fib.table_1 { "/1Table" } else { "/0Table" }).ok_or_else(|| broken("its table stream is missing"))?;
     let pieces = pieces(&table, fib.clx)?;
+    let headings = if markdown { Headings::read(&word, &table, &fib) } else { Headings::default() };
     let mut writer = Writer {
         budget,
         markdown: markdown.then(MarkdownWriter::default),
+        headings,
+        at: 0,
         paragraph: String::new(),
         cells: Vec::new(),
         after_cell: false,
@@ -241,14 +339,19 @@ pub fn doc(bytes: &[u8], budget: &mut TextBudget, markdown: bool) -> Result<(), 
             let chars = (piece.end.min(fib.text_chars) - piece.start) as usize;
             if piece.compressed {
                 let Some(raw) = word.get(piece.at..piece.at.saturating_add(chars)) else { continue };
+                // Windows-1252 is one byte a character: the n-th character is the n-th byte.
                 let (text, _) = encoding_rs::WINDOWS_1252.decode_without_bom_handling(raw);
-                for c in text.chars() {
+                for (n, c) in text.chars().enumerate() {
+                    writer.at = (piece.at + n) as u32;
                     writer.char(c)?;
                 }
             } else {
                 let Some(raw) = word.get(piece.at..piece.at.saturating_add(2 * chars)) else { continue };
                 let units = raw.chunks_exact(2).map(|pair| u16::from_le_bytes([pair[0], pair[1]]));
+                let mut unit = 0;
                 for c in char::decode_utf16(units) {
+                    writer.at = (piece.at + 2 * unit) as u32;
+                    unit += c.as_ref().map_or(1, |c| c.len_utf16());
                     writer.char(c.unwrap_or(char::REPLACEMENT_CHARACTER))?;
                 }
             }

@@ -221,6 +221,19 @@ pub fn pdf_typeset(pages: &[Vec<Ink<'_>>]) -> Vec<u8> {
 /// `1Table`; `flags` is the File Information Block's flags word (0x0100 encrypted) and
 /// `n_fib` its version (0x00C1 is Word 97).
 pub fn doc_with(pieces: &[(&str, bool)], flags: u16, n_fib: u16) -> Vec<u8> {
+    word_97(pieces, flags, n_fib, None)
+}
+
+/// A Word 97 `.doc` of paragraphs (one 8-bit piece), each with its heading level (`None`
+/// for body text): the stylesheet holds Normal and the built-in Heading 1–9 styles, and one
+/// formatting page gives each paragraph its style.
+pub fn doc_outlined(paragraphs: &[(Option<u8>, &str)]) -> Vec<u8> {
+    let text: String = paragraphs.iter().map(|(_, p)| format!("{p}\r")).collect();
+    let levels: Vec<Option<u8>> = paragraphs.iter().map(|(level, _)| *level).collect();
+    word_97(&[(&text, true)], 0, 0x00C1, Some(&levels))
+}
+
+fn word_97(pieces: &[(&str, bool)], flags: u16, n_fib: u16, styles: Option<&[Option<u8>]>) -> Vec<u8> {
     use std::io::Write;
     const TEXT_AT: usize = 1024;
     let mut word = vec![0u8; TEXT_AT];
@@ -231,6 +244,7 @@ pub fn doc_with(pieces: &[(&str, bool)], flags: u16, n_fib: u16) -> Vec<u8> {
     word[32..34].copy_from_slice(&14u16.to_le_bytes());
     word[62..64].copy_from_slice(&22u16.to_le_bytes());
     word[152..154].copy_from_slice(&93u16.to_le_bytes());
+    let pair_at = |index: usize| 154 + 8 * index;
     let mut cps = vec![0u32];
     let mut descriptors = Vec::new();
     for (text, compressed) in pieces {
@@ -260,8 +274,54 @@ pub fn doc_with(pieces: &[(&str, bool)], flags: u16, n_fib: u16) -> Vec<u8> {
     let mut table = vec![0x01, 2, 0, 0xAA, 0xBB, 0x02];
     table.extend_from_slice(&(plc.len() as u32).to_le_bytes());
     table.extend_from_slice(&plc);
-    word[154 + 33 * 8..154 + 33 * 8 + 4].copy_from_slice(&0u32.to_le_bytes());
-    word[154 + 33 * 8 + 4..154 + 33 * 8 + 8].copy_from_slice(&(table.len() as u32).to_le_bytes());
+    let set_pair = |word: &mut Vec<u8>, index: usize, fc: usize, lcb: usize| {
+        word[pair_at(index)..pair_at(index) + 4].copy_from_slice(&(fc as u32).to_le_bytes());
+        word[pair_at(index) + 4..pair_at(index) + 8].copy_from_slice(&(lcb as u32).to_le_bytes());
+    };
+    set_pair(&mut word, 33, 0, table.len());
+    if let Some(levels) = styles {
+        // The stylesheet: an 18-byte header (10 styles), then Normal and Heading 1–9, each
+        // a 10-byte definition whose first 12 bits are its built-in id.
+        let stylesheet_at = table.len();
+        table.extend_from_slice(&18u16.to_le_bytes());
+        let mut header = vec![0u8; 18];
+        header[0..2].copy_from_slice(&10u16.to_le_bytes());
+        header[2..4].copy_from_slice(&10u16.to_le_bytes());
+        table.extend_from_slice(&header);
+        for sti in 0..10u16 {
+            table.extend_from_slice(&10u16.to_le_bytes());
+            let mut definition = vec![0u8; 10];
+            definition[0..2].copy_from_slice(&sti.to_le_bytes());
+            table.extend_from_slice(&definition);
+        }
+        set_pair(&mut word, 1, stylesheet_at, table.len() - stylesheet_at);
+        // One formatting page after the text: each paragraph's run and its style.
+        let text_at = TEXT_AT as u32;
+        let mut bounds = vec![text_at];
+        let text = &word[TEXT_AT..];
+        bounds.extend(text.iter().enumerate().filter(|(_, b)| **b == b'\r').map(|(i, _)| text_at + i as u32 + 1));
+        word.resize(word.len().div_ceil(512) * 512, 0);
+        let pn = word.len() / 512;
+        let mut page = vec![0u8; 512];
+        let runs = bounds.len() - 1;
+        assert!(runs <= 17, "one formatting page holds 17 paragraphs here");
+        for (i, fc) in bounds.iter().enumerate() {
+            page[4 * i..4 * i + 4].copy_from_slice(&fc.to_le_bytes());
+        }
+        for (r, level) in levels.iter().enumerate().take(runs) {
+            let offset = 300 + 4 * r;
+            page[4 * (runs + 1) + 13 * r] = (offset / 2) as u8;
+            page[offset] = 2;
+            page[offset + 1..offset + 3].copy_from_slice(&u16::from(level.unwrap_or(0)).to_le_bytes());
+        }
+        page[511] = runs as u8;
+        word.extend_from_slice(&page);
+        let bte_at = table.len();
+        table.extend_from_slice(&bounds[0].to_le_bytes());
+        table.extend_from_slice(&bounds[runs].to_le_bytes());
+        table.extend_from_slice(&(pn as u32).to_le_bytes());
+        set_pair(&mut word, 13, bte_at, 12);
+    }
     let mut file = cfb::CompoundFile::create(std::io::Cursor::new(Vec::new())).expect("a compound file");
     file.create_stream("/WordDocument").and_then(|mut s| s.write_all(&word)).expect("WordDocument");
     file.create_stream("/1Table").and_then(|mut s| s.write_all(&table)).expect("1Table");

@@ -713,7 +713,9 @@ fn a_docx_footnote_closes_its_section_as_markdown() {
 #[test]
 fn an_odt_footnote_closes_its_section_as_markdown() {
     let note = |n: u32, text: &str| {
-        format!("<text:note text:id=\"ftn{n}\" text:note-class=\"footnote\"><text:note-citation>{n}</text:note-citation><text:note-body><text:p>{text}</text:p></text:note-body></text:note>")
+        format!(
+            "<text:note text:id=\"ftn{n}\" text:note-class=\"footnote\"><text:note-citation>{n}</text:note-citation><text:note-body><text:p>{text}</text:p></text:note-body></text:note>"
+        )
     };
     let body = format!(
         "<office:text><text:h text:outline-level=\"1\">Dredging</text:h><text:p>Dredged in spring{} and autumn.</text:p>\
@@ -726,4 +728,19 @@ fn an_odt_footnote_closes_its_section_as_markdown() {
         markdown("plan.odt", &bytes),
         "# Dredging\n\nDredged in spring[^1] and autumn.\n\n[^1]: Since 1998.\n\n# Costs\n\nPaid by the council.[^2]\n\n[^2]: From the dues."
     );
+}
+
+#[test]
+fn a_doc_as_markdown_has_the_headings_its_styles_mark() {
+    let bytes = sluice_formats::fixtures::doc_outlined(&[
+        (Some(1), "Pump manual"),
+        (None, "Read this first."),
+        (Some(2), "Installing"),
+        (None, "Bolt the frame down."),
+    ]);
+    assert_eq!(
+        markdown("manual.doc", &bytes),
+        "# Pump manual\n\nRead this first.\n\n## Installing\n\nBolt the frame down."
+    );
+    assert_eq!(text("manual.doc", &bytes), "Pump manual\nRead this first.\nInstalling\nBolt the frame down.");
 }
