@@ -309,6 +309,19 @@ async fn a_word_97_doc_is_a_knowledge_base_format_read_without_libreoffice() {
     stack.indexed(&user, &kb).await;
     let hits = keyword(&stack, &user, &kb, "feed pump primes").await;
     assert!(!hits.is_empty(), "{hits:?}");
+    // An encrypted one is taken, and ends in error with the reason.
+    let locked = fixtures::doc_with(&[("secret\r", true)], 0x0100, 0x00C1);
+    let accepted = stack.upload_document(&user, &kb, "locked.doc", &locked).await;
+    let locked_id = accepted["tracking_id"].as_str().expect("id").to_owned();
+    let path = format!("/rag/documents/{locked_id}");
+    let mut document = Value::Null;
+    sluice_e2e::eventually("the encrypted .doc settles", std::time::Duration::from_secs(30), async || {
+        document = stack.call_json(&user, Method::GET, &path, None).await.1;
+        document["status"] == "error"
+    })
+    .await;
+    let message = document["error_message"].as_str().unwrap_or_default();
+    assert!(message.contains("encrypted"), "{document}");
     let text = parsed_text(&stack, &user, &id).await;
     assert_eq!(text["format"], "markdown", "{text}");
     assert_eq!(
@@ -316,4 +329,30 @@ async fn a_word_97_doc_is_a_knowledge_base_format_read_without_libreoffice() {
         "Boiler room\n\nThe feed pump primes in ninety seconds.\n\n| Part | Code |\n| --- | --- |\n| Gland | GL-4 |",
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn an_epub_and_an_rtf_are_knowledge_base_formats() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let settings = json!({"chunk_size": 200, "chunk_overlap": 0, "chunking_strategy": "markdown"});
+    let base = base(&stack, &user, "Library", settings).await;
+    let kb = base["id"].as_str().expect("id").to_owned();
+    let book = fixtures::zip(&[
+        ("mimetype", "application/epub+zip"),
+        ("META-INF/container.xml", r#"<container><rootfiles><rootfile full-path="book.opf"/></rootfiles></container>"#),
+        (
+            "book.opf",
+            r#"<package><manifest><item id="a" href="one.xhtml" media-type="application/xhtml+xml"/></manifest><spine><itemref idref="a"/></spine></package>"#,
+        ),
+        ("one.xhtml", "<html><body><h1>The lighthouse</h1><p>The keeper trims the wicks at dawn.</p></body></html>"),
+    ]);
+    stack.upload_document(&user, &kb, "coast.epub", &book).await;
+    let rtf = br"{\rtf1\ansi\ansicpg1252 The ferry leaves the quay at seven\par}";
+    stack.upload_document(&user, &kb, "ferry.rtf", rtf).await;
+    stack.indexed(&user, &kb).await;
+    let hits = keyword(&stack, &user, &kb, "keeper trims wicks").await;
+    assert_eq!(hits.first().map(|h| h["metadata"]["heading"].clone()), Some(json!(["The lighthouse"])), "{hits:?}");
+    let hits = keyword(&stack, &user, &kb, "ferry leaves quay").await;
+    assert_eq!(hits.first().map(|h| h["filename"].clone()), Some(json!("ferry.rtf")), "{hits:?}");
 }
