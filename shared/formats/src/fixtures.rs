@@ -165,6 +165,8 @@ pub enum Ink<'a> {
     Text { x: f32, y: f32, size: f32, bold: bool, text: &'a str },
     /// A ruling line of half a point.
     Rule { from: (f32, f32), to: (f32, f32) },
+    /// A grey filled box (a figure), its lower left corner at `x`, `y`.
+    Figure { x: f32, y: f32, width: f32, height: f32 },
 }
 
 /// Text as a PDF string in WinAnsi encoding: `(`, `)` and `\` escaped, a bullet and dashes
@@ -208,6 +210,7 @@ pub fn pdf_typeset(pages: &[Vec<Ink<'_>>]) -> Vec<u8> {
                     format!("BT /F{} {size} Tf {x} {y} Td ({}) Tj ET\n", if bold { 2 } else { 1 }, pdf_string(text))
                 }
                 Ink::Rule { from, to } => format!("0.5 w {} {} m {} {} l S\n", from.0, from.1, to.0, to.1),
+                Ink::Figure { x, y, width, height } => format!("0.6 g {x} {y} {width} {height} re f 0 g\n"),
             })
             .collect();
         objects.push(format!("<< /Length {} >>\nstream\n{stream}endstream", stream.len()));

@@ -136,3 +136,46 @@ fn pages_the_time_limit_cannot_hold_are_named_and_the_rest_kept() {
     assert!(named, "{text}");
     assert!(extraction.ocr_pages.unwrap_or(0) < 4, "{text}");
 }
+
+#[test]
+fn a_table_and_a_figure_are_read_in_place_between_the_paragraphs_around_them() {
+    use sluice_formats::fixtures::Ink::{Figure, Rule, Text};
+    let line = |y: f32, text: &'static str| Text { x: 72.0, y, size: 12.0, bold: false, text };
+    let mut inks = vec![
+        line(720.0, "The store keeps spare parts for every pump."),
+        line(704.0, "Each part is counted at the end of the month."),
+    ];
+    // A ruled table of three columns, read row by row in place.
+    for y in [690.0, 670.0, 650.0, 630.0] {
+        inks.push(Rule { from: (70.0, y), to: (440.0, y) });
+    }
+    for (row, cells) in
+        [["Part", "Code", "Count"], ["Lip seal", "LS-40", "12"], ["Gasket", "GK-7", "3"]].iter().enumerate()
+    {
+        for (column, text) in cells.iter().enumerate() {
+            inks.push(Text {
+                x: 76.0 + 130.0 * column as f32,
+                y: 676.0 - 20.0 * row as f32,
+                size: 12.0,
+                bold: false,
+                text,
+            });
+        }
+    }
+    // A figure with its caption under it, then the closing paragraph.
+    inks.push(Figure { x: 72.0, y: 470.0, width: 300.0, height: 140.0 });
+    inks.push(line(450.0, "Figure 1: the store room seen from the door."));
+    inks.push(line(420.0, "Orders for new parts go to the harbour office."));
+    let page = sluice_formats::pdf::render_pages(&sluice_formats::fixtures::pdf_typeset(&[inks]), 150).expect("render");
+    let file = image_pdf(&[scanned(&page[0].0, 150, 0.8, 21)], 150);
+    let extraction = extract(kind_for_filename("store.pdf").expect("pdf"), &file, &ocr(10)).expect("read");
+    let text = extraction.text.expect("text");
+    let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle:?} is not in:\n{text}"));
+    assert!(at("counted at the end") < at("Part"), "{text}");
+    assert!(at("Part") < at("Lip seal") && at("Lip seal") < at("Gasket"), "{text}");
+    assert!(at("Gasket") < at("Figure 1") && at("Figure 1") < at("Orders for new parts"), "{text}");
+    // Each row of the table is read across, on one line.
+    let row = text.lines().find(|l| l.contains("Lip seal")).expect("the row");
+    assert!(row.contains("LS-40") && row.contains("12"), "{row:?} in:\n{text}");
+    assert!(row.find("Lip seal") < row.find("LS-40") && row.find("LS-40") < row.find("12"), "{row:?}");
+}

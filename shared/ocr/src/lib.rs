@@ -44,8 +44,10 @@ const TEXT_SCORE: f32 = 0.5;
 /// A kept line's mean character confidence below which it is counted as read poorly.
 const LOW_CONFIDENCE: f32 = 0.8;
 /// The widest piece of a line the recognizer is given, in multiples of its height: longer
-/// lines are cut at word gaps, so every piece is read near the scale it was trained at.
-const MAX_PIECE_RATIO: f32 = 24.0;
+/// lines are cut at word gaps, so no piece is squeezed past [`MAX_LINE_RATIO`]. (Cutting
+/// at 24 heights cost the one-column LaTeX pages a letter at some cuts: CER 0.47 % against
+/// 0.37 % at 300 dpi.)
+const MAX_PIECE_RATIO: f32 = 40.0;
 const LINE_HEIGHT: u32 = 48;
 const MIN_LINE_WIDTH: u32 = 320;
 /// The longest line the recognizer is given, in multiples of its height.
