@@ -12,7 +12,9 @@
 //! characters have (a cover page or a slide-like page follows the document, not itself);
 //! heading levels rank the sizes larger than the body, largest first, and a bold line of
 //! body size comes after them; a running header or footer is a line in the top or bottom
-//! 7% of the page whose text (numbers aside) recurs on more than half of the pages.
+//! 7% of the page, or its first or last row set apart from the text, whose text (numbers
+//! aside) recurs on more than half of the pages and which is set no larger than the text (a
+//! heading that opens every page stays a heading).
 
 use crate::budget::{Stop, TextBudget};
 use crate::markdown::{ListMark, MarkdownWriter};
@@ -239,6 +241,26 @@ pub struct Style {
     running: HashSet<String>,
 }
 
+/// How many characters each size (in half points) sets, of the spans `counted` keeps.
+fn sizes<'a>(
+    pages: impl Iterator<Item = &'a TextPage>,
+    counted: impl Fn(&Margins, &RotatedRect, &Span) -> bool,
+) -> HashMap<i32, usize> {
+    let mut by_size: HashMap<i32, usize> = HashMap::new();
+    for page in pages {
+        let margins = Margins::of(page);
+        for (_, span) in page.spans.iter().filter(|(rect, span)| counted(&margins, rect, span)) {
+            *by_size.entry(size_key(span.size)).or_default() += span.text.chars().count();
+        }
+    }
+    by_size
+}
+
+/// The size most characters are set in (the smaller of two that tie), in points.
+fn most_used(by_size: &HashMap<i32, usize>) -> f32 {
+    by_size.iter().max_by_key(|&(key, chars)| (*chars, -key)).map_or(20, |(key, _)| *key) as f32 / 2.0
+}
+
 /// A margin line's text with its numbers taken out, so that "Page 3" and "Page 4" match.
 fn margin_key(text: &str) -> String {
     let mut key = String::new();
@@ -298,6 +320,9 @@ impl Margins {
 
 impl Style {
     pub fn of<'a>(pages: impl Iterator<Item = &'a TextPage> + Clone) -> Self {
+        // Running lines are set no larger than the text: a heading that opens every page
+        // ("Chapter 3", "Invoice 1042") stays a heading.
+        let all_text = most_used(&sizes(pages.clone(), |_, _, _| true));
         let mut recurring: HashMap<String, usize> = HashMap::new();
         let mut pages_with_text = 0;
         for page in pages.clone().filter(|p| !p.spans.is_empty()) {
@@ -306,7 +331,7 @@ impl Style {
             let keys: HashSet<String> = page
                 .spans
                 .iter()
-                .filter(|(rect, _)| margins.contain(rect))
+                .filter(|(rect, span)| margins.contain(rect) && span.size < all_text * HEADING_RATIO)
                 .map(|(_, span)| margin_key(&span.text))
                 .collect();
             for key in keys {
@@ -318,17 +343,10 @@ impl Style {
             .filter(|&(_, pages)| pages >= 2 && pages * 2 > pages_with_text)
             .map(|(key, _)| key)
             .collect();
-        let mut by_size: HashMap<i32, usize> = HashMap::new();
-        for page in pages.clone() {
-            let margins = Margins::of(page);
-            for (rect, span) in &page.spans {
-                if !(margins.contain(rect) && running.contains(&margin_key(&span.text))) {
-                    *by_size.entry(size_key(span.size)).or_default() += span.text.chars().count();
-                }
-            }
-        }
-        let body_key = by_size.iter().max_by_key(|&(key, chars)| (*chars, -key)).map_or(20, |(key, _)| *key);
-        let body = body_key as f32 / 2.0;
+        let by_size = sizes(pages.clone(), |margins, rect, span| {
+            !(margins.contain(rect) && running.contains(&margin_key(&span.text)))
+        });
+        let body = most_used(&by_size);
         let mut heading_sizes: Vec<i32> = by_size
             .keys()
             .copied()
@@ -755,6 +773,21 @@ mod tests {
         assert!(!text.contains("\n2\n") && !text.ends_with('3'), "{text}");
         assert!(text.starts_with("Page 1 tells of the dredging of berth seven and its well- Known costs."), "{text}");
         assert_eq!(text.matches("dredging").count(), 3, "{text}");
+    }
+
+    #[test]
+    fn a_heading_that_opens_every_page_stays_a_heading() {
+        let pages = (1..=3)
+            .map(|n| {
+                page(vec![
+                    span(72.0, 40.0, &format!("Chapter {n}"), 18.0, true),
+                    span(72.0, 100.0, &format!("The chapter numbered {n} tells of the harbour."), 10.0, false),
+                    span(72.0, 112.0, "It goes on for a line or two more.", 10.0, false),
+                ])
+            })
+            .collect();
+        let text = written(pages);
+        assert_eq!(text.matches("# Chapter").count(), 3, "{text}");
     }
 
     #[test]
