@@ -10,6 +10,7 @@ mod embedding;
 mod endpoints;
 mod error;
 mod fields;
+pub mod query_cache;
 mod reindex;
 pub mod search;
 mod secrets;
@@ -40,6 +41,9 @@ pub struct State {
     /// Reaches a sync source's bucket with the source's own credential, to check it before
     /// the source follows the bucket's events.
     pub remote: sluice_sources::Remote,
+    /// The keyless model's query embeddings, kept for this sandbox's life (clones of the
+    /// state share them).
+    pub query_cache: std::sync::Arc<query_cache::QueryCache>,
 }
 
 impl State {
@@ -53,6 +57,7 @@ impl State {
             http: sluice_embed::http_client(),
             endpoint_policy: EndpointPolicy { networks: sluice_embed::network::NetworkPolicy::current().clone() },
             dispatcher: Dispatcher::new(sqs, config.job_routes()),
+            query_cache: std::sync::Arc::new(query_cache::QueryCache::new(query_cache::QUERY_CACHE_ENTRIES)),
             config,
         }
     }

@@ -449,10 +449,23 @@ async fn embed_query(
         Err(refusal) => return Err(KnowledgeError::Unusable { field: "collections", message: refusal }),
     };
     let provider = &base.embedding_provider;
+    // A keyless model's vectors are kept per tenant (see `query_cache`).
+    let cache_key = target.api_key.is_none().then(|| {
+        (base.org_id.unwrap_or(base.owner_id), format!("{} {}", target.base_url, target.model), query.to_owned())
+    });
+    if let Some(vector) = cache_key.as_ref().and_then(|key| state.query_cache.get(key)) {
+        return Ok(vector);
+    }
     let remaining = deadline.saturating_duration_since(std::time::Instant::now());
     let texts = [query.to_owned()];
     match tokio::time::timeout(remaining, embed(&state.http, &target, &texts, SEARCH_RETRY)).await {
-        Ok(Ok(mut vectors)) if !vectors.is_empty() => Ok(vectors.remove(0)),
+        Ok(Ok(mut vectors)) if !vectors.is_empty() => {
+            let vector = vectors.remove(0);
+            if let Some(key) = cache_key {
+                state.query_cache.put(key, vector.clone());
+            }
+            Ok(vector)
+        }
         Ok(Ok(_)) => Err(KnowledgeError::Unusable {
             field: "collections",
             message: format!(

@@ -1,0 +1,73 @@
+//! A repeated search does not embed its query again: the search function keeps a keyless
+//! model's query vectors per tenant, for its sandbox's life.
+
+use serde_json::json;
+use sluice_e2e::{Stack, User};
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// The stack's front door over the stack's database and emulator, with the search state's
+/// query cache at hand.
+async fn door(stack: &Stack) -> (String, Arc<sluice_knowledge::query_cache::QueryCache>) {
+    let config = stack.config().await;
+    let db = sluice_store::Db::open(&stack.db_target, &stack.vector_login, 2).expect("a pool");
+    let blob = sluice_blob::Blob::new(stack.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
+    let test_binary = std::env::current_exe().expect("this test");
+    let worker = test_binary.parent().and_then(|deps| deps.parent()).expect("target dir").join("sluice-local");
+    let extractor = sluice_isolate::Extractor::new(worker, config.parse_max_memory_bytes);
+    let issuer = sluice_local::jwt::LocalIssuer::from_env().expect("the stack's issuer");
+    let search = sluice_knowledge::State::new(config.clone(), db.clone(), &stack.sdk);
+    let cache = search.query_cache.clone();
+    let door = sluice_local::door::Door {
+        body_cap_bytes: config.request_body_cap_bytes(),
+        knowledge: sluice_knowledge::State::new(config.clone(), db.clone(), &stack.sdk),
+        search,
+        upload: sluice_upload::AppState::new(config, db, blob, extractor, stack.sqs.clone()),
+        authorizer: issuer.authorizer(),
+        issuer,
+        cors: sluice_local::cors::api_cors(&sluice_local::cors::allowed_origins()),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listener");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(sluice_local::door::serve(listener, Arc::new(door)));
+    (format!("http://{address}"), cache)
+}
+
+async fn vector_search(stack: &Stack, door: &str, user: &User, kb: &str, query: &str) {
+    let body = json!({"query": query, "knowledge_base_ids": [kb], "mode": "vector", "top_k": 3});
+    let answer = stack
+        .http
+        .post(format!("{door}/api/v1/rag/search"))
+        .header("authorization", user.bearer())
+        .json(&body)
+        .send()
+        .await
+        .expect("search");
+    assert_eq!(answer.status(), 200, "{}", answer.text().await.unwrap_or_default());
+}
+
+#[tokio::test]
+async fn a_repeated_query_is_embedded_once_per_tenant() {
+    let stack = Stack::from_env().await;
+    let (door, cache) = door(&stack).await;
+    let mut bases = Vec::new();
+    let users = [
+        User::with(Some(Uuid::new_v4()), &["collections:edit"], false),
+        User::with(Some(Uuid::new_v4()), &["collections:edit"], false),
+    ];
+    for user in &users {
+        let body = json!({"name": "Tides", "scope": "org", "embedding_provider": "local", "embedding_model": "all-minilm-l6-v2"});
+        let (status, base) = stack.call_json(user, reqwest::Method::POST, "/kb", Some(body)).await;
+        assert_eq!(status, 201, "{base}");
+        bases.push(base["id"].as_str().expect("id").to_owned());
+    }
+    vector_search(&stack, &door, &users[0], &bases[0], "when is high tide at the north quay").await;
+    vector_search(&stack, &door, &users[0], &bases[0], "when is high tide at the north quay").await;
+    assert_eq!(cache.counts(), (1, 2), "the second search found the first one's vector");
+    // Another organization asking the same is embedded afresh.
+    vector_search(&stack, &door, &users[1], &bases[1], "when is high tide at the north quay").await;
+    assert_eq!(cache.counts(), (1, 3));
+    // And a different question is too.
+    vector_search(&stack, &door, &users[0], &bases[0], "who pilots the ferry").await;
+    assert_eq!(cache.counts(), (1, 4));
+}
