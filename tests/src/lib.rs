@@ -315,6 +315,32 @@ impl Stack {
         sluice_sweep::State::new(config, db, blob, self.sqs.clone())
     }
 
+    /// A front door of its own (the local stack's, on a free loopback port) over `db`,
+    /// serving `search` as its search function's state — a test keeps a clone of that state
+    /// to look inside it. Its base URL.
+    pub async fn door(&self, db: sluice_store::Db, search: sluice_knowledge::State) -> String {
+        let config = self.config().await;
+        let blob = sluice_blob::Blob::new(self.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
+        // The parse workers are the stack's own binary, as they are the function's in Lambda.
+        let test_binary = std::env::current_exe().expect("this test");
+        let worker = test_binary.parent().and_then(|deps| deps.parent()).expect("target dir").join("sluice-local");
+        let extractor = sluice_isolate::Extractor::new(worker, config.parse_max_memory_bytes);
+        let issuer = sluice_local::jwt::LocalIssuer::from_env().expect("the stack's issuer");
+        let door = sluice_local::door::Door {
+            body_cap_bytes: config.request_body_cap_bytes(),
+            knowledge: sluice_knowledge::State::new(config.clone(), db.clone(), &self.sdk),
+            search,
+            upload: sluice_upload::AppState::new(config, db, blob, extractor, self.sqs.clone()),
+            authorizer: issuer.authorizer(),
+            issuer,
+            cors: sluice_local::cors::api_cors(&sluice_local::cors::allowed_origins()),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listener");
+        let address = listener.local_addr().expect("address");
+        tokio::spawn(sluice_local::door::serve(listener, std::sync::Arc::new(door)));
+        format!("http://{address}")
+    }
+
     /// The functions' configuration as the stack gives it: its key, its queues, and the
     /// rest from the environment.
     pub async fn config(&self) -> sluice_domain::Config {

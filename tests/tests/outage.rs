@@ -8,7 +8,6 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use sluice_e2e::contract::template_routes;
 use sluice_e2e::{Stack, User};
-use std::sync::Arc;
 use uuid::Uuid;
 
 /// Routes that never touch the database: answered as usual.
@@ -48,25 +47,7 @@ async fn door_without_database(stack: &Stack) -> String {
     };
     let gone = sluice_store::DbTarget { port: nothing_listens, ..stack.db_target.clone() };
     let db = sluice_store::Db::open(&gone, &stack.vector_login, 2).expect("a pool opens lazily");
-    let blob = sluice_blob::Blob::new(stack.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
-    // The parse workers are the stack's own binary, as they are the function's in Lambda.
-    let test_binary = std::env::current_exe().expect("this test");
-    let worker = test_binary.parent().and_then(|deps| deps.parent()).expect("target dir").join("sluice-local");
-    let extractor = sluice_isolate::Extractor::new(worker, config.parse_max_memory_bytes);
-    let issuer = sluice_local::jwt::LocalIssuer::from_env().expect("the stack's issuer");
-    let door = sluice_local::door::Door {
-        body_cap_bytes: config.request_body_cap_bytes(),
-        knowledge: sluice_knowledge::State::new(config.clone(), db.clone(), &stack.sdk),
-        search: sluice_knowledge::State::new(config.clone(), db.clone(), &stack.sdk),
-        upload: sluice_upload::AppState::new(config, db, blob, extractor, stack.sqs.clone()),
-        authorizer: issuer.authorizer(),
-        issuer,
-        cors: sluice_local::cors::api_cors(&sluice_local::cors::allowed_origins()),
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listener");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(sluice_local::door::serve(listener, Arc::new(door)));
-    format!("http://{address}")
+    stack.door(db.clone(), sluice_knowledge::State::new(config, db, &stack.sdk)).await
 }
 
 /// A request each route would accept with its database up.

@@ -11,26 +11,9 @@ use uuid::Uuid;
 async fn door(stack: &Stack) -> (String, Arc<sluice_knowledge::query_cache::QueryCache>) {
     let config = stack.config().await;
     let db = sluice_store::Db::open(&stack.db_target, &stack.vector_login, 2).expect("a pool");
-    let blob = sluice_blob::Blob::new(stack.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
-    let test_binary = std::env::current_exe().expect("this test");
-    let worker = test_binary.parent().and_then(|deps| deps.parent()).expect("target dir").join("sluice-local");
-    let extractor = sluice_isolate::Extractor::new(worker, config.parse_max_memory_bytes);
-    let issuer = sluice_local::jwt::LocalIssuer::from_env().expect("the stack's issuer");
-    let search = sluice_knowledge::State::new(config.clone(), db.clone(), &stack.sdk);
+    let search = sluice_knowledge::State::new(config, db.clone(), &stack.sdk);
     let cache = search.query_cache.clone();
-    let door = sluice_local::door::Door {
-        body_cap_bytes: config.request_body_cap_bytes(),
-        knowledge: sluice_knowledge::State::new(config.clone(), db.clone(), &stack.sdk),
-        search,
-        upload: sluice_upload::AppState::new(config, db, blob, extractor, stack.sqs.clone()),
-        authorizer: issuer.authorizer(),
-        issuer,
-        cors: sluice_local::cors::api_cors(&sluice_local::cors::allowed_origins()),
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listener");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(sluice_local::door::serve(listener, Arc::new(door)));
-    (format!("http://{address}"), cache)
+    (stack.door(db, search).await, cache)
 }
 
 async fn vector_search(stack: &Stack, door: &str, user: &User, kb: &str, query: &str) {

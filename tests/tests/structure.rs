@@ -40,6 +40,11 @@ async fn base(stack: &Stack, user: &User, name: &str, ingestion: Value) -> Value
     base
 }
 
+/// The id of a new base made as [`base`] makes it.
+async fn base_id(stack: &Stack, user: &User, name: &str, ingestion: Value) -> String {
+    base(stack, user, name, ingestion).await["id"].as_str().expect("id").to_owned()
+}
+
 async fn parsed_text(stack: &Stack, user: &User, id: &str) -> Value {
     let (status, text) = stack.call_json(user, Method::GET, &format!("/rag/documents/{id}/text"), None).await;
     assert_eq!(status, 200, "{text}");
@@ -138,8 +143,7 @@ async fn docx_odt_and_html_are_written_as_markdown_and_each_chunk_knows_its_head
 async fn a_hit_in_a_pdf_names_its_page_and_where_its_text_opens() {
     let stack = Stack::from_env().await;
     let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
-    let base = base(&stack, &user, "Reports", json!({"chunk_size": 100, "chunk_overlap": 0})).await;
-    let kb = base["id"].as_str().expect("id").to_owned();
+    let kb = base_id(&stack, &user, "Reports", json!({"chunk_size": 100, "chunk_overlap": 0})).await;
     let pages = [
         "Quarterly report of the harbour authority",
         "Introduction to the dredging plan",
@@ -170,8 +174,7 @@ async fn a_hit_in_a_workbook_or_a_deck_names_its_sheet_or_slide() {
     let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
     // Written as markdown (the default), each slide and sheet a section the chunker splits at.
     let settings = json!({"chunk_size": 100, "chunk_overlap": 0, "chunking_strategy": "markdown"});
-    let base = base(&stack, &user, "Sheets and decks", settings).await;
-    let kb = base["id"].as_str().expect("id").to_owned();
+    let kb = base_id(&stack, &user, "Sheets and decks", settings).await;
     let sheet = r#"<row r="1"><c r="A1" t="inlineStr"><is><t>turbine spares ledger</t></is></c></row>"#;
     stack.upload_document(&user, &kb, "stock.xlsx", &fixtures::xlsx(sheet)).await;
     const P: &str = r#"xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main""#;
@@ -261,8 +264,7 @@ async fn an_answer_in_a_table_on_page_seven_is_found_with_its_page_and_headings(
     let stack = Stack::from_env().await;
     let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
     let settings = json!({"chunk_size": 300, "chunk_overlap": 0, "chunking_strategy": "markdown"});
-    let base = base(&stack, &user, "Pump station", settings).await;
-    let kb = base["id"].as_str().expect("id").to_owned();
+    let kb = base_id(&stack, &user, "Pump station", settings).await;
     let accepted = stack.upload_document(&user, &kb, "manual.pdf", &manual_pdf()).await;
     let id = accepted["tracking_id"].as_str().expect("id").to_owned();
     stack.indexed(&user, &kb).await;
@@ -295,8 +297,7 @@ async fn an_answer_in_a_table_on_page_seven_is_found_with_its_page_and_headings(
 async fn a_word_97_doc_is_a_knowledge_base_format_read_without_libreoffice() {
     let stack = Stack::from_env().await;
     let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
-    let base = base(&stack, &user, "Old manuals", json!({"chunk_size": 200, "chunk_overlap": 0})).await;
-    let kb = base["id"].as_str().expect("id").to_owned();
+    let kb = base_id(&stack, &user, "Old manuals", json!({"chunk_size": 200, "chunk_overlap": 0})).await;
     let (status, formats) = stack.call_json(&user, Method::GET, "/rag/supported-formats", None).await;
     assert_eq!(status, 200, "{formats}");
     assert!(formats.to_string().contains("\".doc\""), "{formats}");
@@ -336,8 +337,7 @@ async fn an_epub_and_an_rtf_are_knowledge_base_formats() {
     let stack = Stack::from_env().await;
     let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
     let settings = json!({"chunk_size": 200, "chunk_overlap": 0, "chunking_strategy": "markdown"});
-    let base = base(&stack, &user, "Library", settings).await;
-    let kb = base["id"].as_str().expect("id").to_owned();
+    let kb = base_id(&stack, &user, "Library", settings).await;
     let book = fixtures::zip(&[
         ("mimetype", "application/epub+zip"),
         ("META-INF/container.xml", r#"<container><rootfiles><rootfile full-path="book.opf"/></rootfiles></container>"#),

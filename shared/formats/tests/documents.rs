@@ -360,7 +360,6 @@ fn typeset_report() -> Vec<u8> {
         body(627.0, "ing of the eastern berth follows once the silt is measured."),
         body(600.0, "Before the work starts the harbour master checks:"),
         text(72.0, 585.0, 10.0, false, "•"),
-        body(585.0, ""),
         text(84.0, 585.0, 10.0, false, "the pilot's licence and the tide table,"),
         text(84.0, 573.0, 10.0, false, "signed by the master"),
         text(72.0, 561.0, 10.0, false, "•"),
@@ -368,7 +367,6 @@ fn typeset_report() -> Vec<u8> {
         body(535.0, "1. Close the berth to shipping."),
         body(523.0, "2. Move the buoys."),
     ]);
-    first.retain(|ink| !matches!(ink, Text { text: "", .. }));
     let mut second = margins(1);
     second.extend([text(72.0, 700.0, 14.0, true, "Parts in stock"), body(680.0, "The store holds these parts.")]);
     // A ruled table of three columns; the first body row's part name wraps onto two lines.
