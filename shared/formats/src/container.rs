@@ -122,3 +122,41 @@ impl<'a> Container<'a> {
         Ok(out)
     }
 }
+
+/// The part that `target` names relative to the folder `base` (`..` goes up, a leading `/`
+/// starts at the container's root; the OOXML relationships' and EPUB packages' own rule),
+/// as the container names its parts; `None` when it climbs out of the container.
+pub fn part_path(base: &str, target: &str) -> Option<String> {
+    let (base, target) = match target.strip_prefix('/') {
+        Some(absolute) => ("", absolute),
+        None => (base, target),
+    };
+    let mut parts: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
+    for piece in target.split('/') {
+        match piece {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            other => parts.push(other),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::part_path;
+
+    #[test]
+    fn part_paths_resolve_inside_the_container_only() {
+        assert_eq!(
+            part_path("ppt/slides", "../notesSlides/notesSlide3.xml").as_deref(),
+            Some("ppt/notesSlides/notesSlide3.xml")
+        );
+        assert_eq!(part_path("ppt/slides", "/ppt/x.xml").as_deref(), Some("ppt/x.xml"));
+        assert_eq!(part_path("OEBPS/text", "../ch2.xhtml").as_deref(), Some("OEBPS/ch2.xhtml"));
+        assert_eq!(part_path("", "ch3.xhtml").as_deref(), Some("ch3.xhtml"));
+        assert_eq!(part_path("OEBPS", "../../etc/passwd"), None);
+    }
+}

@@ -29,38 +29,12 @@ fn package_path(container: &mut Container<'_>) -> Result<String, ReadError> {
     found.ok_or_else(|| ReadError::Unreadable("the book's container names no package document".to_owned()))
 }
 
-/// `href` (relative to the folder `base`, percent-encoded) as a part name; `None` when it
-/// climbs out of the book.
+/// `href` (relative to the folder `base`, percent-encoded, perhaps with a fragment) as a
+/// part name; `None` when it climbs out of the book or is not UTF-8.
 fn resolve(base: &str, href: &str) -> Option<String> {
     let href = href.split('#').next().unwrap_or_default();
-    let mut decoded = Vec::with_capacity(href.len());
-    let bytes = href.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = (bytes[i] == b'%').then(|| bytes.get(i + 1..i + 3)).flatten();
-        match hex.and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()) {
-            Some(byte) => {
-                decoded.push(byte);
-                i += 3;
-            }
-            None => {
-                decoded.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    let href = String::from_utf8(decoded).ok()?;
-    let mut parts: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
-    for part in href.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            part => parts.push(part),
-        }
-    }
-    Some(parts.join("/"))
+    let decoded = percent_encoding::percent_decode_str(href).decode_utf8().ok()?;
+    crate::container::part_path(base, &decoded)
 }
 
 /// The chapters in reading order: the spine's items as parts of the container.

@@ -694,25 +694,7 @@ fn notes_for_slide(container: &mut Container<'_>, slide: &str) -> Result<Option<
         }
         Ok(true)
     })?;
-    Ok(target.map(|t| resolve_relative("ppt/slides", &t)).filter(|p| container.contains(p)))
-}
-
-/// `../notesSlides/notesSlide1.xml` relative to `ppt/slides` is `ppt/notesSlides/notesSlide1.xml`.
-fn resolve_relative(base: &str, target: &str) -> String {
-    if let Some(absolute) = target.strip_prefix('/') {
-        return absolute.to_owned();
-    }
-    let mut parts: Vec<&str> = base.split('/').collect();
-    for piece in target.split('/') {
-        match piece {
-            ".." => {
-                parts.pop();
-            }
-            "." | "" => {}
-            other => parts.push(other),
-        }
-    }
-    parts.join("/")
+    Ok(target.and_then(|t| crate::container::part_path("ppt/slides", &t)).filter(|p| container.contains(p)))
 }
 
 /// ODT and ODP: paragraphs, headings, lists, tables and (ODP) slides with their notes,
@@ -828,16 +810,5 @@ fn note_numbered(style: &mut Option<String>, element: &quick_xml::events::BytesS
         && numbered.len() < 10_000
     {
         numbered.push(name);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn relative_targets_resolve() {
-        assert_eq!(resolve_relative("ppt/slides", "../notesSlides/notesSlide3.xml"), "ppt/notesSlides/notesSlide3.xml");
-        assert_eq!(resolve_relative("ppt/slides", "/ppt/x.xml"), "ppt/x.xml");
     }
 }
