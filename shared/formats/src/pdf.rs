@@ -105,14 +105,17 @@ impl Structure {
             chars += page.as_ref().map_or(0, TextPage::chars);
             pages.push(page);
         }
-        let style = Style::of(pages.iter().flatten());
+        let style = Style::of(&pages.iter().flatten().collect::<Vec<_>>());
         Self { pages, style, writer: MarkdownWriter::default() }
     }
 
-    /// Writes page `index` as markdown, if it was read ahead.
-    fn write(&mut self, index: i32, budget: &mut TextBudget) -> Option<Result<(), Stop>> {
-        let page = self.pages.get_mut(index as usize)?.take()?;
-        Some(crate::pdf_structure::write_page(page, &self.style, &mut self.writer, budget))
+    /// Page `index`'s text layer, if it was read ahead.
+    fn take(&mut self, index: i32) -> Option<TextPage> {
+        self.pages.get_mut(index as usize)?.take()
+    }
+
+    fn write(&mut self, page: TextPage, budget: &mut TextBudget) -> Result<(), Stop> {
+        crate::pdf_structure::write_page(page, &self.style, &mut self.writer, budget)
     }
 }
 
@@ -154,22 +157,27 @@ pub fn pdf(
             }
         }
         let Ok(page) = pages.get(index) else { continue };
-        let text = page.text().map(|t| t.all()).unwrap_or_default();
+        // A page read ahead as markdown is not extracted again.
+        let layer = match structure.as_mut().and_then(|s| s.take(index)) {
+            Some(read_ahead) => Layer::Structured(read_ahead),
+            None => Layer::Text(page.text().map(|t| t.all()).unwrap_or_default()),
+        };
         stats.pages_read += 1;
         stats.page_starts.push((index as u32 + 1, budget.len()));
-        let pushed = match scanner.as_deref_mut() {
-            Some(scanner) if is_scan(&page, &text) => {
+        let pushed = match (scanner.as_deref_mut(), layer) {
+            (Some(scanner), layer) if is_scan(&page, &layer) => {
                 let dpi = scanner.dpi();
                 scanner.page(index as u32 + 1, || render(&page, dpi), budget)
             }
-            _ => match structure.as_mut().and_then(|s| s.write(index, budget)) {
-                Some(written) => written,
-                // PDFium ends lines with CRLF; the rest of Sluice uses LF.
-                None => {
-                    let text = text.replace("\r\n", "\n").replace('\r', "\n");
-                    budget.push(text.trim_end()).and_then(|()| budget.push("\n\n"))
-                }
+            (_, Layer::Structured(read_ahead)) => match structure.as_mut() {
+                Some(structure) => structure.write(read_ahead, budget),
+                None => Ok(()),
             },
+            // PDFium ends lines with CRLF; the rest of Sluice uses LF.
+            (_, Layer::Text(text)) => {
+                let text = text.replace("\r\n", "\n").replace('\r', "\n");
+                budget.push(text.trim_end()).and_then(|()| budget.push("\n\n"))
+            }
         };
         match pushed {
             Ok(()) => {}
@@ -200,9 +208,26 @@ pub fn pdf(
     Ok(stats)
 }
 
+/// A page's text layer: as PDFium lays it out, or read ahead for markdown.
+enum Layer {
+    Text(String),
+    Structured(TextPage),
+}
+
+impl Layer {
+    /// Whether it holds at least `enough` characters that are not white space.
+    fn holds(&self, enough: usize) -> bool {
+        let visible = |text: &str| text.chars().filter(|c| !c.is_whitespace()).take(enough).count();
+        match self {
+            Self::Text(text) => visible(text) >= enough,
+            Self::Structured(page) => page.spans.iter().map(|(_, span)| visible(&span.text)).sum::<usize>() >= enough,
+        }
+    }
+}
+
 /// A page is a scan when its text layer is negligible and an image covers most of it.
-fn is_scan(page: &PdfPage<'_>, text: &str) -> bool {
-    if text.chars().filter(|c| !c.is_whitespace()).take(NEGLIGIBLE_TEXT_CHARS).count() >= NEGLIGIBLE_TEXT_CHARS {
+fn is_scan(page: &PdfPage<'_>, layer: &Layer) -> bool {
+    if layer.holds(NEGLIGIBLE_TEXT_CHARS) {
         return false;
     }
     let area = page.width().value * page.height().value;

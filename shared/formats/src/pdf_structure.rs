@@ -22,7 +22,7 @@ use pdfium_render::prelude::{
     PdfFontWeight, PdfPage, PdfPageObjectCommon, PdfPageObjectType, PdfPageObjectsCommon, PdfPageTextChar,
 };
 use sluice_ocr::RotatedRect;
-use sluice_ocr::layout::{Break, Columns, Row, in_reading_order};
+use sluice_ocr::layout::{Break, Row, in_reading_order};
 use std::collections::{HashMap, HashSet};
 
 /// A horizontal gap this many ems wide ends a span: a word space, even a justified one, is
@@ -241,17 +241,11 @@ pub struct Style {
     running: HashSet<String>,
 }
 
-/// How many characters each size (in half points) sets, of the spans `counted` keeps.
-fn sizes<'a>(
-    pages: impl Iterator<Item = &'a TextPage>,
-    counted: impl Fn(&Margins, &RotatedRect, &Span) -> bool,
-) -> HashMap<i32, usize> {
+/// How many characters each size (in half points) sets in `spans`.
+fn sizes<'a>(spans: impl Iterator<Item = &'a Span>) -> HashMap<i32, usize> {
     let mut by_size: HashMap<i32, usize> = HashMap::new();
-    for page in pages {
-        let margins = Margins::of(page);
-        for (_, span) in page.spans.iter().filter(|(rect, span)| counted(&margins, rect, span)) {
-            *by_size.entry(size_key(span.size)).or_default() += span.text.chars().count();
-        }
+    for span in spans {
+        *by_size.entry(size_key(span.size)).or_default() += span.text.chars().count();
     }
     by_size
 }
@@ -319,15 +313,16 @@ impl Margins {
 }
 
 impl Style {
-    pub fn of<'a>(pages: impl Iterator<Item = &'a TextPage> + Clone) -> Self {
+    pub fn of(pages: &[&TextPage]) -> Self {
+        let margins: Vec<Margins> = pages.iter().map(|page| Margins::of(page)).collect();
+        let spans = || pages.iter().zip(&margins).flat_map(|(page, m)| page.spans.iter().map(move |(r, s)| (m, r, s)));
         // Running lines are set no larger than the text: a heading that opens every page
         // ("Chapter 3", "Invoice 1042") stays a heading.
-        let all_text = most_used(&sizes(pages.clone(), |_, _, _| true));
+        let all_text = most_used(&sizes(spans().map(|(_, _, span)| span)));
         let mut recurring: HashMap<String, usize> = HashMap::new();
         let mut pages_with_text = 0;
-        for page in pages.clone().filter(|p| !p.spans.is_empty()) {
+        for (page, margins) in pages.iter().zip(&margins).filter(|(page, _)| !page.spans.is_empty()) {
             pages_with_text += 1;
-            let margins = Margins::of(page);
             let keys: HashSet<String> = page
                 .spans
                 .iter()
@@ -343,23 +338,25 @@ impl Style {
             .filter(|&(_, pages)| pages >= 2 && pages * 2 > pages_with_text)
             .map(|(key, _)| key)
             .collect();
-        let by_size = sizes(pages.clone(), |margins, rect, span| {
-            !(margins.contain(rect) && running.contains(&margin_key(&span.text)))
-        });
+        let by_size = sizes(
+            spans()
+                .filter(|(margins, rect, span)| !(margins.contain(rect) && running.contains(&margin_key(&span.text))))
+                .map(|(_, _, span)| span),
+        );
         let body = most_used(&by_size);
+        // A size used only for long runs (a large-print document's body), or only by marks
+        // (a list's bullets, numbers), is no heading's.
+        let labels: HashSet<i32> = spans()
+            .map(|(_, _, span)| span)
+            .filter(|s| {
+                s.text.chars().count() <= MAX_HEADING_CHARS && s.text.chars().filter(|c| c.is_alphabetic()).count() >= 2
+            })
+            .map(|s| size_key(s.size))
+            .collect();
         let mut heading_sizes: Vec<i32> = by_size
             .keys()
             .copied()
-            .filter(|&key| key as f32 / 2.0 >= body * HEADING_RATIO)
-            .filter(|&key| {
-                // A size used for long runs (a large-print document's body) is not a heading's,
-                // nor one only marks have (a list's bullets, numbers).
-                pages.clone().flat_map(|p| &p.spans).any(|(_, s)| {
-                    size_key(s.size) == key
-                        && s.text.chars().count() <= MAX_HEADING_CHARS
-                        && s.text.chars().filter(|c| c.is_alphabetic()).count() >= 2
-                })
-            })
+            .filter(|&key| key as f32 / 2.0 >= body * HEADING_RATIO && labels.contains(&key))
             .collect();
         heading_sizes.sort_unstable_by(|a, b| b.cmp(a));
         Self { body, heading_sizes, running }
@@ -485,8 +482,7 @@ pub fn write_page(
         .into_iter()
         .filter(|(rect, span)| !span.text.is_empty() && !style.is_running(&margins, rect, span))
         .collect();
-    let lines: Vec<Line> =
-        in_reading_order(spans, Columns { min_width: TEXT_COLUMN_WIDTH }).into_iter().map(Line::of).collect();
+    let lines: Vec<Line> = in_reading_order(spans, TEXT_COLUMN_WIDTH).into_iter().map(Line::of).collect();
     for block in blocks(&lines, style, &page.rules) {
         match block {
             Block::Heading(level, text) => writer.heading(budget, level, &text)?,
@@ -673,7 +669,7 @@ mod tests {
     }
 
     fn written(pages: Vec<TextPage>) -> String {
-        let style = Style::of(pages.iter());
+        let style = Style::of(&pages.iter().collect::<Vec<_>>());
         let mut budget = TextBudget::new(100_000, Duration::from_secs(5));
         let mut writer = MarkdownWriter::default();
         for page in pages {

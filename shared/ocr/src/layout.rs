@@ -41,7 +41,7 @@ const GUTTER_COVERAGE: f32 = 0.25;
 const MIN_GUTTER: f32 = 0.15;
 /// A column's narrowest width, in median line heights: narrower "columns" are a table's,
 /// whose rows are read across.
-const MIN_COLUMN_WIDTH: f32 = 6.0;
+pub const MIN_COLUMN_WIDTH: f32 = 6.0;
 
 /// A line's extent on the page turned straight.
 #[derive(Debug, Clone, Copy)]
@@ -220,28 +220,17 @@ pub struct Row<T> {
     pub before: Break,
 }
 
-/// How wide a column must be to be read as one, in median line heights: the OCR reads
-/// narrower columns as a table's ([`MIN_COLUMN_WIDTH`]); a text layer, whose tables are
-/// told apart by their cells, asks for more.
-#[derive(Debug, Clone, Copy)]
-pub struct Columns {
-    pub min_width: f32,
-}
-
-impl Default for Columns {
-    fn default() -> Self {
-        Self { min_width: MIN_COLUMN_WIDTH }
-    }
-}
-
 /// The lines of a page in reading order (see the module's comment): the one place that
 /// decides which text comes next, for recognized lines and for a PDF's text layer alike.
-pub fn in_reading_order<T>(lines: Vec<(RotatedRect, T)>, columns: Columns) -> Vec<Row<T>> {
+/// Columns narrower than `min_column_width` line heights are a table's, read across: the
+/// OCR asks [`MIN_COLUMN_WIDTH`]; a text layer, whose tables are told apart by their cells,
+/// asks more.
+pub fn in_reading_order<T>(lines: Vec<(RotatedRect, T)>, min_column_width: f32) -> Vec<Row<T>> {
     let rects: Vec<RotatedRect> = lines.iter().map(|(rect, _)| *rect).collect();
     let straight = Straighten::of(&rects);
     let extents: Vec<Extent> = rects.iter().map(|r| straight.extent(r)).collect();
     let typical = median_height(&rects);
-    let gutters = gutters(&extents, typical, columns.min_width);
+    let gutters = gutters(&extents, typical, min_column_width);
     if gutters.is_empty() {
         return rows(lines);
     }
@@ -281,7 +270,7 @@ pub fn in_reading_order<T>(lines: Vec<(RotatedRect, T)>, columns: Columns) -> Ve
 /// line break (a blank line where a paragraph ends), lines sharing a row by a space.
 pub fn reading_order(lines: Vec<(RotatedRect, String)>) -> String {
     let mut blocks: Vec<String> = Vec::new();
-    for row in in_reading_order(lines, Columns::default()) {
+    for row in in_reading_order(lines, MIN_COLUMN_WIDTH) {
         let words: Vec<&str> = row.lines.iter().map(|l| l.1.as_str()).collect();
         match (row.before, blocks.last_mut()) {
             (Break::Block, _) | (_, None) => blocks.push(String::new()),
