@@ -9,8 +9,8 @@
 //! its code. As markdown, a paragraph whose style is a built-in heading (`Heading 1`–`9`,
 //! `Title`) is a heading: its style comes from the paragraph properties in the formatting
 //! pages (`PlcBtePapx`, its FKPs) and the style's built-in id from the stylesheet. What is
-//! not read: headers, footnotes, comments and text boxes. An encrypted file, or one older than Word 97 (Word 6 and 95 keep their text
-//! another way), is refused with that reason.
+//! not read: headers, footnotes, comments and text boxes. An encrypted file, or one older
+//! than Word 97 (Word 6 and 95 keep their text another way), is unreadable, with that reason.
 
 use crate::budget::{Stop, TextBudget};
 use crate::markdown::MarkdownWriter;

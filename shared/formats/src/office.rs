@@ -162,10 +162,17 @@ impl Paragraphs {
     /// A footnote referred to here (markdown, DOCX): its mark in the text, its text kept for
     /// the end of the section.
     fn refer_to_footnote(&mut self, id: &str) {
-        let Some(note) = self.footnotes.get(id) else { return };
+        if let Some(note) = self.footnotes.get(id).cloned() {
+            self.cite(note);
+        }
+    }
+
+    /// A note cited here: its number's mark in the paragraph, its text kept for the end of
+    /// the section.
+    fn cite(&mut self, note: String) {
         self.notes_referred += 1;
         let number = self.notes_referred;
-        self.pending_notes.push((number, note.clone()));
+        self.pending_notes.push((number, note));
         self.para.push_str(&format!("[^{number}]"));
     }
 
@@ -181,10 +188,7 @@ impl Paragraphs {
     fn end_note(&mut self) {
         let Some(paragraph) = self.note_in.take() else { return };
         let note = std::mem::replace(&mut self.para, paragraph);
-        self.notes_referred += 1;
-        let number = self.notes_referred;
-        self.pending_notes.push((number, note.split_whitespace().collect::<Vec<_>>().join(" ")));
-        self.para.push_str(&format!("[^{number}]"));
+        self.cite(note.split_whitespace().collect::<Vec<_>>().join(" "));
     }
 
     /// Writes the footnotes referred to since the last heading, as `[^N]: text`.
