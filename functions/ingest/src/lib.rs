@@ -425,13 +425,11 @@ async fn embed_within(
     }
 }
 
-/// A chunk's place in the text, where the document's date came from (`date_source`), and
-/// `ocr: true` when any of it was read by OCR (so a search result can say its text may hold
-/// recognition errors).
 /// A chunk's metadata: where it sits in the parsed text (`start`/`end` in bytes,
 /// `char_start`/`char_end` in characters, as `GET /rag/documents/{id}/text?offset=` counts),
 /// the pages it came from (`pages`: first and last, for PDF and TIFF), whether OCR read it,
-/// and where the document's date came from.
+/// whether it holds an image's description (`image_described`), and where the document's
+/// date came from.
 fn chunk_metadata(start: usize, end: usize, chars: (usize, usize), document: &Document) -> serde_json::Value {
     let (char_start, char_end) = chars;
     let mut metadata = serde_json::json!({"start": start, "end": end, "char_start": char_start,
@@ -441,6 +439,9 @@ fn chunk_metadata(start: usize, end: usize, chars: (usize, usize), document: &Do
     }
     if document.ocr_spans.iter().any(|&(from, to)| from < end && start < to) {
         metadata["ocr"] = serde_json::Value::Bool(true);
+    }
+    if document.image_spans.iter().any(|&(from, to)| from < end && start < to) {
+        metadata["image_described"] = serde_json::Value::Bool(true);
     }
     metadata
 }

@@ -111,8 +111,10 @@ fn text_search_language(body: &Map<String, Value>) -> Result<Option<String>, Kno
 }
 
 /// A stored ingestion configuration from a request's field (`null`: the defaults), merged
-/// onto the current one (or `model`'s defaults) and refused when `model` would cut its chunks.
-fn ingestion_config(
+/// onto the current one (or `model`'s defaults) and refused when `model` would cut its chunks
+/// or its image description lends what the caller may not lend for a base of `org`.
+async fn ingestion_config(
+    (state, caller, org): (&State, &Caller, Option<Uuid>),
     body: &Map<String, Value>,
     current: Option<&Value>,
     model: &Model,
@@ -126,6 +128,11 @@ fn ingestion_config(
                 .unwrap_or_else(|_| IngestionConfig::default_for(Some(model)));
             let merged = IngestionConfig::merged(base, changes).map_err(refused)?;
             merged.fits(model).map_err(refused)?;
+            if let Err((field, why)) =
+                sluice_vision::check_requested(&state.db, caller, org, Some(changes), &merged).await?
+            {
+                return Err(KnowledgeError::InvalidFields { message: format!("{field}: {why}"), fields: vec![(field, why)] });
+            }
             Ok(Field::Set(merged.to_value()))
         }
     }
@@ -226,7 +233,7 @@ pub async fn create_from(
         secret_inherited: adopted_secret.is_some(),
     };
     let resolved = embedding::resolve(state, caller, scope, org_id, requested, Moment::Create).await?;
-    let ingestion = ingestion_config(body, None, resolved.model)?.or_keep(None);
+    let ingestion = ingestion_config((state, caller, org_id), body, None, resolved.model).await?.or_keep(None);
     // Left out, a name's collection lends the way it reads words, as it lends its embedding.
     let language = match text_search_language(body)? {
         Some(language) => language,
@@ -394,8 +401,9 @@ pub async fn patch(
         }),
     };
     let resolved = embedding::resolve(state, caller, base.scope, base.org_id, requested, Moment::Move).await?;
-    let ingestion =
-        ingestion_config(&body, base.ingestion_config.as_ref(), resolved.model)?.or_keep(base.ingestion_config.clone());
+    let ingestion = ingestion_config((state, caller, base.org_id), &body, base.ingestion_config.as_ref(), resolved.model)
+        .await?
+        .or_keep(base.ingestion_config.clone());
     let name = match fields::text(&body, "name")? {
         Field::Set(name) => name,
         Field::Null => return Err(invalid("name", "a base always has a name")),

@@ -6,7 +6,7 @@
 use crate::State;
 use crate::error::{KnowledgeError, invalid};
 use sluice_domain::Caller;
-use sluice_domain::access::{self, Scope, SecretOwnership};
+use sluice_domain::access::Scope;
 use sluice_domain::catalog::{self, Model, Provider};
 use sluice_embed::Listing;
 use uuid::Uuid;
@@ -166,21 +166,12 @@ async fn check_secret(
     Ok(())
 }
 
-/// The key `secret_id` if `caller` may lend it to a base of `org`: they may see it, and it
-/// is that organization's.
+/// The key `secret_id` if `caller` may lend it to a base of `org`.
 pub async fn lendable(
     state: &State,
     caller: &Caller,
     org: Option<Uuid>,
     secret_id: Uuid,
 ) -> Result<Option<sluice_store::SecretMeta>, KnowledgeError> {
-    let Some(secret) = state.db.secret_meta(secret_id).await? else {
-        return Ok(None);
-    };
-    let ownership = SecretOwnership {
-        owner_id: secret.owner_id,
-        org_id: secret.org_id,
-        shared_with_org: secret.visibility == "org",
-    };
-    Ok((access::may_see_secret(caller, &ownership) && secret.org_id == org).then_some(secret))
+    Ok(state.db.lendable_secret(caller, org, secret_id).await?)
 }

@@ -12,7 +12,10 @@ use sluice_blob::BlobError;
 use sluice_domain::ingestion::{IngestionConfig, OutputFormat};
 use sluice_formats::{ExtractOptions, OcrOptions};
 use sluice_queue::jobs::{DocumentJob, STAGE_LEASE};
-use sluice_store::{Document, PARSE_DOCUMENT_TOPIC, Stage, Turn};
+use sluice_domain::vision::ImageDescription;
+use sluice_formats::images::ImageOptions;
+use sluice_store::{Document, PARSE_DOCUMENT_TOPIC, ParsedText, Stage, Turn};
+use sluice_vision::Parsed;
 
 /// Where a document's parsed text is kept.
 pub fn parsed_key(document: &Document) -> String {
@@ -129,11 +132,11 @@ pub async fn document_landed(state: &State, key: &str) -> Result<(), ParseError>
 
 /// How a document is read: its collection's page limit and OCR settings, within the
 /// deployment's document budgets. OCR reads every scanned page up to `max_pages`.
-fn document_options(config: &sluice_domain::Config, document: &Document) -> ExtractOptions {
-    // Only the reading settings are used here, and no model changes them.
-    let ingestion = IngestionConfig::from_stored(Some(&document.ingestion_config), None).unwrap_or_default();
+fn document_options(config: &sluice_domain::Config, ingestion: &IngestionConfig) -> ExtractOptions {
+    let describing = ImageDescription::active(ingestion.image_description.as_ref());
     let mut options = ExtractOptions::new(config.document_text_max_chars)
         .with_markdown(ingestion.output_format == OutputFormat::Markdown)
+        .with_images(describing.map(|s| ImageOptions { max_images: s.max_images }))
         .with_max_pages(ingestion.max_pages)
         .with_ocr(ingestion.auto_ocr.then_some(OcrOptions { dpi: ingestion.ocr_dpi, max_pages: ingestion.max_pages }));
     options.time_limit = config.document_parse_time_limit;
@@ -147,7 +150,9 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
         return fail(state, document, "UnsupportedFormat", "ingestion cannot read this format").await;
     };
     let max_chars = state.config.document_text_max_chars;
-    let options = document_options(&state.config, document);
+    // Only the reading settings are used here, and no model changes them.
+    let ingestion = IngestionConfig::from_stored(Some(&document.ingestion_config), None).unwrap_or_default();
+    let options = document_options(&state.config, &ingestion);
     let extractor = state.extractor.clone();
     let extracted =
         state.pool.run(move || extractor.extract(kind, &bytes, &options)).await.map_err(|_| ParseError::Blocking)??;
@@ -158,17 +163,27 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
             return fail(state, document, refusal.code.as_str(), &advice).await;
         }
     };
-    let ocr_spans = extraction.ocr_spans;
     let low_confidence_lines = extraction.ocr_low_confidence_lines.unwrap_or(0);
-    let page_starts = extraction.page_starts;
     let (format, content_type) = if extraction.markdown {
         (OutputFormat::Markdown, "text/markdown; charset=utf-8")
     } else {
         (OutputFormat::Text, "text/plain; charset=utf-8")
     };
     let own_date = extraction.date;
-    let Some(text) = extraction.text.filter(|t| !t.trim().is_empty()) else {
-        let why = extraction.unreadable.unwrap_or_else(|| "the document holds no text".to_owned());
+    let unreadable = extraction.unreadable;
+    let read = Parsed {
+        text: extraction.text.unwrap_or_default(),
+        page_starts: extraction.page_starts,
+        ocr_spans: extraction.ocr_spans,
+        image_spans: Vec::new(),
+    };
+    let images = (extraction.images, extraction.images_skipped);
+    let setting = ImageDescription::active(ingestion.image_description.as_ref());
+    let described = crate::images::describe(state, document, format, setting, read, images).await?;
+    let Parsed { text, page_starts, ocr_spans, image_spans } = described.parsed;
+    // A picture with no words of its own is read by its description.
+    let Some(text) = Some(text).filter(|t| !t.trim().is_empty()) else {
+        let why = unreadable.unwrap_or_else(|| "the document holds no text".to_owned());
         let advice = if options.ocr.is_some() {
             format!("{why}; upload a version with a text layer or a clearer scan")
         } else {
@@ -181,12 +196,17 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
     }
     let parsed = parsed_key(document);
     state.blob.put_encrypted(&parsed, bytes::Bytes::from(text), content_type).await?;
-    let date = own_date.map(|own| (own.date, own.source.as_str()));
-    if !state
-        .db
-        .set_parsed_path(document.id, &parsed, format, (&ocr_spans, low_confidence_lines), &page_starts, date)
-        .await?
-    {
+    let recorded = ParsedText {
+        path: &parsed,
+        format,
+        ocr_spans: &ocr_spans,
+        ocr_low_confidence_lines: low_confidence_lines,
+        page_starts: &page_starts,
+        own_date: own_date.map(|own| (own.date, own.source.as_str())),
+        image_spans: &image_spans,
+        images: described.report,
+    };
+    if !state.db.set_parsed_path(document.id, &recorded).await? {
         // Deleted while it was parsed: what was just written is garbage. The removal is
         // queued first, so it outlives a failure here and the sweep finishes it.
         let objects = [parsed];

@@ -10,6 +10,7 @@
 
 mod documents;
 mod error;
+mod images;
 pub mod sync;
 
 pub use error::ParseError;

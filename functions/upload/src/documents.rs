@@ -95,7 +95,7 @@ pub async fn ingest(
     }
     let accepted = sluice_formats::check_upload(&file.filename, file.declared_mime.as_deref(), &file.bytes)
         .map_err(UploadError::Refused)?;
-    let config = chunking(&base, fields.get("ingestion"))?;
+    let config = chunking(state, caller, &base, fields.get("ingestion")).await?;
     let unit = organizational_unit(fields.get("organizational_unit"))?;
     let replace_previous = match fields.get("replace").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
         None | Some("" | "false" | "0") => false,
@@ -134,6 +134,8 @@ pub async fn ingest(
         sync: None,
         ocr_spans: Vec::new(),
         ocr_low_confidence_lines: 0,
+        image_spans: Vec::new(),
+        images: None,
         page_starts: Vec::new(),
         // Checked above, before the row exists.
         bytes_judged: true,
@@ -167,7 +169,13 @@ fn reserved() -> UploadError {
 /// The base's chunking with the upload's override merged on, judged as a whole; an
 /// override whose chunks the base's model would cut is refused (the base's own setting was
 /// judged when it was set).
-fn chunking(base: &KnowledgeBase, override_json: Option<&String>) -> Result<IngestionConfig, UploadError> {
+/// An image description the override sets is checked for what it lends, as on the base.
+async fn chunking(
+    state: &AppState,
+    caller: &Caller,
+    base: &KnowledgeBase,
+    override_json: Option<&String>,
+) -> Result<IngestionConfig, UploadError> {
     let base_config = base.chunking();
     let Some(text) = override_json.filter(|t| !t.trim().is_empty()) else { return Ok(base_config) };
     let value: serde_json::Value =
@@ -176,6 +184,11 @@ fn chunking(base: &KnowledgeBase, override_json: Option<&String>) -> Result<Inge
     let merged = IngestionConfig::merged(base_config, &value).map_err(refused)?;
     if let Some(model) = base.model() {
         merged.fits(model).map_err(refused)?;
+    }
+    if let Err((field, why)) =
+        sluice_vision::check_requested(&state.db, caller, base.org_id, Some(&value), &merged).await?
+    {
+        return Err(UploadError::InvalidFields { message: format!("{field}: {why}"), fields: vec![(field, why)] });
     }
     Ok(merged)
 }
@@ -282,7 +295,7 @@ pub async fn create_intent(
         None | Some(serde_json::Value::Null) => None,
         Some(value) => Some(value.to_string()),
     };
-    let config = chunking(&base, override_text.as_ref())?;
+    let config = chunking(state, caller, &base, override_text.as_ref()).await?;
     let unit_text = match body.get("organizational_unit") {
         None | Some(serde_json::Value::Null) => None,
         Some(serde_json::Value::String(unit)) => Some(unit.clone()),
@@ -329,6 +342,8 @@ pub async fn create_intent(
         sync: None,
         ocr_spans: Vec::new(),
         ocr_low_confidence_lines: 0,
+        image_spans: Vec::new(),
+        images: None,
         page_starts: Vec::new(),
         // Judged only when they land.
         bytes_judged: false,

@@ -143,6 +143,8 @@ async fn one_file(
         sync: Some(SyncOrigin { source_id: None, run_id: None, etag: Some(hash), replaces }),
         ocr_spans: Vec::new(),
         ocr_low_confidence_lines: 0,
+        image_spans: Vec::new(),
+        images: None,
         page_starts: Vec::new(),
         bytes_judged: true,
         created_at: now,

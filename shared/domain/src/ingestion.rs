@@ -1,11 +1,13 @@
 //! How a collection chunks and reads what it ingests (`knowledge_bases.ingestion_config`):
 //! chunking (and what each chunk is indexed by besides its text, `chunk_context`), and OCR
 //! of scanned pages and images (`auto_ocr`, `ocr_languages`, `ocr_dpi`,
-//! `max_pages`); how parsed text is written (`output_format`); and the per-upload override merged onto it. One validation for both, so a refusal names the
+//! `max_pages`); how parsed text is written (`output_format`); whether images are described
+//! (`image_description`, see `crate::vision`); and the per-upload override merged onto it. One validation for both, so a refusal names the
 //! same fields whichever entry point refused: `ingestion_config.<setting>` for a setting
 //! of its own, `ingestion_config` for the pair rule (`chunk_overlap < chunk_size`).
 
 use crate::catalog::Model;
+use crate::vision::ImageDescription;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -95,6 +97,9 @@ pub struct IngestionConfig {
     pub chunk_context: ChunkContext,
     /// How parsed text is written: `text` or `markdown`.
     pub output_format: OutputFormat,
+    /// Whether and how the images in documents are described (`crate::vision`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_description: Option<ImageDescription>,
 }
 
 impl Default for IngestionConfig {
@@ -109,6 +114,7 @@ impl Default for IngestionConfig {
             max_pages: DEFAULT_MAX_PAGES,
             chunk_context: ChunkContext::default(),
             output_format: OutputFormat::default(),
+            image_description: None,
         }
     }
 }
@@ -161,6 +167,10 @@ impl IngestionConfig {
                 "output_format" => {
                     merged.output_format = serde_json::from_value(value.clone())
                         .map_err(|_| IngestionConfigError::one(key, "must be markdown or text"))?;
+                }
+                "image_description" => {
+                    merged.image_description = ImageDescription::merged(merged.image_description.as_ref(), value)
+                        .map_err(|(field, why)| image_refusal(field, why))?;
                 }
                 other => return Err(IngestionConfigError::one(other, "is not an ingestion setting")),
             }
@@ -258,6 +268,12 @@ fn languages(value: &Value) -> Result<Vec<String>, IngestionConfigError> {
         }
     }
     Ok(languages)
+}
+
+/// A refusal of the image description setting, naming its field.
+fn image_refusal(field: &str, why: String) -> IngestionConfigError {
+    let field = if field == "image_description" { field.to_owned() } else { format!("image_description.{field}") };
+    IngestionConfigError::one(&field, why)
 }
 
 fn whole_number(key: &str, value: &Value) -> Result<u32, IngestionConfigError> {

@@ -13,6 +13,7 @@ pub mod content;
 pub mod filename;
 pub mod ingestion;
 pub mod sync;
+pub mod vision;
 
 pub use attachment::AttachmentRef;
 pub use blocking::BlockingPool;

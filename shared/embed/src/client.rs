@@ -127,7 +127,7 @@ struct Embedding {
 
 /// The wait a `Retry-After` header asks for, in either form: whole seconds, or an HTTP date
 /// (a date already past asks for no wait).
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(Duration::from_secs(seconds));

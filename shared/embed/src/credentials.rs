@@ -12,6 +12,11 @@ use sluice_vault::{Binding, Sealed, Vault, VaultError};
 pub struct ApiKey(String);
 
 impl ApiKey {
+    /// A key the vault opened.
+    pub fn new(value: String) -> Self {
+        Self(value)
+    }
+
     pub fn expose(&self) -> &str {
         &self.0
     }

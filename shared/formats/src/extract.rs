@@ -4,6 +4,7 @@ use crate::budget::TextBudget;
 use crate::check::{Refusal, RefusalCode};
 use crate::container::{Container, ContainerError, ContainerLimits};
 use crate::dates::{self, OwnDate};
+use crate::images::{FoundImage, ImageCollector, ImageOptions, SkipReason};
 use crate::kinds::{FileKind, FileType};
 use crate::office::{self, ReadError};
 use crate::scan::{OcrOptions, Scanner};
@@ -52,6 +53,12 @@ pub struct Extraction {
     /// The text is markdown (headings, lists, tables marked), not flat text.
     #[serde(default)]
     pub markdown: bool,
+    /// The images to describe, each with its place in `text` (when asked for).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<FoundImage>,
+    /// The images not handed on, by reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images_skipped: Vec<(SkipReason, u32)>,
 }
 
 /// How much a parse may spend.
@@ -71,6 +78,9 @@ pub struct ExtractOptions {
     /// are written as text either way, and `Extraction::markdown` says which it was.
     #[serde(default)]
     pub markdown: bool,
+    /// Gather the images worth describing (a collection that describes them).
+    #[serde(default)]
+    pub images: Option<ImageOptions>,
 }
 
 impl ExtractOptions {
@@ -82,7 +92,13 @@ impl ExtractOptions {
             max_pages: crate::pdf::MAX_PAGES,
             ocr: None,
             markdown: false,
+            images: None,
         }
+    }
+
+    pub fn with_images(mut self, images: Option<ImageOptions>) -> Self {
+        self.images = images;
+        self
     }
 
     pub fn with_markdown(mut self, markdown: bool) -> Self {
@@ -132,6 +148,22 @@ pub fn extract(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Resul
             };
             if let Some(ocr) = options.ocr {
                 read_image(kind, bytes, options, ocr, &mut extraction);
+            }
+            if let Some(images) = options.images {
+                // The picture itself, after whatever OCR read in it.
+                let mut collector = ImageCollector::new(images);
+                let offset = extraction.text.as_ref().map_or(0, String::len);
+                if kind.family == crate::kinds::Family::Tiff {
+                    let _ = crate::tiff_pages::visit_grey_pages(bytes, |_, draw| {
+                        if let Ok(page) = draw() {
+                            collector.offer_pixels(image::DynamicImage::ImageLuma8(page), offset);
+                        }
+                        false
+                    });
+                } else {
+                    collector.offer_encoded(bytes, offset);
+                }
+                (extraction.images, extraction.images_skipped) = collector.finish(offset);
             }
             Ok(extraction)
         }
@@ -249,12 +281,13 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
     let mut budget = TextBudget::new(options.max_chars, options.time_limit);
     let mut extraction = Extraction::default();
     let mut scanner = options.ocr.map(|ocr| Scanner::new(ocr, &budget, options.time_limit));
+    let mut images = options.images.map(ImageCollector::new);
     // Third-party parsers can panic on hostile input (fuzzing found one in calamine's XLS
     // reader); a panic makes the file unreadable instead of failing the request.
     let read =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), ReadError> {
             match kind.extension {
-                "pdf" => crate::pdf::pdf(bytes, &mut budget, options.max_pages, scanner.as_mut(), options.markdown)
+                "pdf" => crate::pdf::pdf(bytes, &mut budget, options, scanner.as_mut(), images.as_mut())
                     .map(|stats| {
                         extraction.pages = Some(stats.pages);
                         extraction.date = stats.date;
@@ -263,10 +296,11 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
                 "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" | "epub" => {
                     Container::open(bytes, options.limits).map_err(ReadError::from).and_then(|mut container| {
                         let read = match kind.extension {
-                            "docx" => office::docx(&mut container, &mut budget, options.markdown),
-                            "pptx" => office::pptx(&mut container, &mut budget, options.markdown),
-                            "odt" => office::odf_text(&mut container, &mut budget, options.markdown),
-                            "odp" => office::odf_text(&mut container, &mut budget, options.markdown),
+                            "docx" => office::docx(&mut container, &mut budget, options.markdown, images.as_mut()),
+                            "pptx" => office::pptx(&mut container, &mut budget, options.markdown, images.as_mut()),
+                            "odt" | "odp" => {
+                                office::odf_text(&mut container, &mut budget, options.markdown, images.as_mut())
+                            }
                             "epub" => crate::epub::epub(&mut container, &mut budget, options.markdown),
                             "ods" => sheets::ods(&mut container, &mut budget, options.markdown)
                                 .map(|s| extraction.cells = Some(s.cells)),
@@ -301,6 +335,9 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
                 extraction.ocr_pages = Some(scanner.pages_read());
                 extraction.ocr_low_confidence_lines = Some(scanner.low_confidence_lines());
                 extraction.ocr_spans = clamp_spans(scanner.into_spans(), text.len());
+            }
+            if let Some(images) = images {
+                (extraction.images, extraction.images_skipped) = images.finish(text.len());
             }
             extraction.text = Some(text);
             // The readers that write markdown (the list `/rag/supported-formats` shows).

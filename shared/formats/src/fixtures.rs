@@ -14,6 +14,68 @@ pub fn zip(parts: &[(&str, &str)]) -> Vec<u8> {
     writer.finish().expect("finish").into_inner()
 }
 
+/// A zip of `(name, bytes)` parts, deflated: a container whose media are binary.
+pub fn zip_bytes(parts: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    for (name, body) in parts {
+        writer.start_file(*name, options).expect("start a zip part");
+        writer.write_all(body).expect("write");
+    }
+    writer.finish().expect("finish").into_inner()
+}
+
+/// The pixels of a picture `width` × `height`: a gradient tinted by `shade`, so pictures of
+/// different shades are different images and the same shade the same image.
+pub fn picture_pixels(width: u32, height: u32, shade: u8) -> image::RgbImage {
+    image::RgbImage::from_fn(width, height, |x, y| {
+        image::Rgb([shade, (x * 255 / width.max(1)) as u8, (y * 255 / height.max(1)) as u8])
+    })
+}
+
+/// A PNG of [`picture_pixels`].
+pub fn png(width: u32, height: u32, shade: u8) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    image::DynamicImage::ImageRgb8(picture_pixels(width, height, shade))
+        .write_to(&mut std::io::Cursor::new(&mut bytes), image::ImageFormat::Png)
+        .expect("a PNG");
+    bytes
+}
+
+/// A DOCX whose body is `body`, with `media` (`(relationship id, PNG bytes)`) stored as
+/// `word/media/imageN.png` and named in the document's relationships; a picture is
+/// referred to in the body as [`docx_picture`] writes it.
+pub fn docx_with_media(body: &str, media: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    let rels: String = media
+        .iter()
+        .enumerate()
+        .map(|(n, (id, _))| {
+            format!(
+                "<Relationship Id=\"{id}\" Type=\"http://schemas.openxmlformats.org/officeDocument/2006/relationships/image\" Target=\"media/image{n}.png\"/>"
+            )
+        })
+        .collect();
+    let rels = format!(
+        "<Relationships xmlns=\"http://schemas.openxmlformats.org/package/2006/relationships\">{rels}<Relationship Id=\"rIdWeb\" Type=\"http://schemas.openxmlformats.org/officeDocument/2006/relationships/image\" Target=\"https://example.com/a.png\" TargetMode=\"External\"/></Relationships>"
+    );
+    let document = format!("<w:document {W}><w:body>{body}</w:body></w:document>");
+    let names: Vec<String> = (0..media.len()).map(|n| format!("word/media/image{n}.png")).collect();
+    let mut parts: Vec<(&str, &[u8])> = vec![
+        ("[Content_Types].xml", b"<Types/>"),
+        ("word/document.xml", document.as_bytes()),
+        ("word/_rels/document.xml.rels", rels.as_bytes()),
+    ];
+    parts.extend(names.iter().zip(media).map(|(name, (_, bytes))| (name.as_str(), bytes.as_slice())));
+    zip_bytes(&parts)
+}
+
+/// A paragraph holding only a picture (an inline drawing) that refers to `relationship`.
+pub fn docx_picture(relationship: &str) -> String {
+    format!(
+        "<w:p><w:r><w:drawing><wp:inline xmlns:wp=\"http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing\"><a:graphic xmlns:a=\"http://schemas.openxmlformats.org/drawingml/2006/main\"><a:graphicData><pic:pic xmlns:pic=\"http://schemas.openxmlformats.org/drawingml/2006/picture\"><pic:blipFill><a:blip xmlns:r=\"http://schemas.openxmlformats.org/officeDocument/2006/relationships\" r:embed=\"{relationship}\"/></pic:blipFill></pic:pic></a:graphicData></a:graphic></wp:inline></w:drawing></w:r></w:p>"
+    )
+}
+
 /// The WordprocessingML namespace declaration.
 pub const W: &str = r#"xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main""#;
 
@@ -167,6 +229,9 @@ pub enum Ink<'a> {
     Rule { from: (f32, f32), to: (f32, f32) },
     /// A grey filled box (a figure), its lower left corner at `x`, `y`.
     Figure { x: f32, y: f32, width: f32, height: f32 },
+    /// An image (an XObject of [`picture_pixels`] `pixels` in size, tinted `shade`), its
+    /// lower left corner at `x`, `y`.
+    Picture { x: f32, y: f32, width: f32, height: f32, pixels: (u32, u32), shade: u8 },
 }
 
 /// Text as a PDF string in WinAnsi encoding: `(`, `)` and `\` escaped, a bullet and dashes
@@ -188,6 +253,9 @@ fn pdf_string(text: &str) -> String {
 /// (Helvetica and Helvetica-Bold in WinAnsi encoding).
 pub fn pdf_typeset(pages: &[Vec<Ink<'_>>]) -> Vec<u8> {
     let page_ids: Vec<usize> = (0..pages.len()).map(|i| 5 + 2 * i).collect();
+    // The pictures' image objects follow the pages', numbered across the document.
+    let mut pictures: Vec<Vec<u8>> = Vec::new();
+    let first_picture_id = 5 + 2 * pages.len();
     let mut objects: Vec<String> = vec![
         "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),
         format!(
@@ -199,11 +267,32 @@ pub fn pdf_typeset(pages: &[Vec<Ink<'_>>]) -> Vec<u8> {
         "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>".to_owned(),
     ];
     for (i, inks) in pages.iter().enumerate() {
+        let mut named = String::new();
+        let mut stream = String::new();
+        for ink in inks {
+            if let Ink::Picture { x, y, width, height, pixels, shade } = *ink {
+                let id = first_picture_id + pictures.len();
+                let name = format!("Im{}", pictures.len());
+                named.push_str(&format!("/{name} {id} 0 R "));
+                stream.push_str(&format!("q {width} 0 0 {height} {x} {y} cm /{name} Do Q\n"));
+                let data = picture_pixels(pixels.0, pixels.1, shade).into_raw();
+                let mut object = format!(
+                    "<< /Type /XObject /Subtype /Image /Width {} /Height {} /ColorSpace /DeviceRGB /BitsPerComponent 8 /Length {} >>\nstream\n",
+                    pixels.0,
+                    pixels.1,
+                    data.len()
+                )
+                .into_bytes();
+                object.extend_from_slice(&data);
+                object.extend_from_slice(b"\nendstream");
+                pictures.push(object);
+            }
+        }
         objects.push(format!(
-            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R /F2 4 0 R >> >> /Contents {} 0 R >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R /F2 4 0 R >> /XObject << {named}>> >> /Contents {} 0 R >>",
             page_ids[i] + 1
         ));
-        let stream: String = inks
+        let drawn: String = inks
             .iter()
             .map(|ink| match *ink {
                 Ink::Text { x, y, size, bold, text } => {
@@ -211,11 +300,14 @@ pub fn pdf_typeset(pages: &[Vec<Ink<'_>>]) -> Vec<u8> {
                 }
                 Ink::Rule { from, to } => format!("0.5 w {} {} m {} {} l S\n", from.0, from.1, to.0, to.1),
                 Ink::Figure { x, y, width, height } => format!("0.6 g {x} {y} {width} {height} re f 0 g\n"),
+                Ink::Picture { .. } => String::new(),
             })
             .collect();
+        let stream = drawn + &stream;
         objects.push(format!("<< /Length {} >>\nstream\n{stream}endstream", stream.len()));
     }
-    let objects: Vec<Vec<u8>> = objects.into_iter().map(String::into_bytes).collect();
+    let mut objects: Vec<Vec<u8>> = objects.into_iter().map(String::into_bytes).collect();
+    objects.extend(pictures);
     pdf_file(&objects)
 }
 

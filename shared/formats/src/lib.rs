@@ -12,6 +12,7 @@ pub mod doc;
 pub mod epub;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
+pub mod images;
 pub mod johab;
 pub mod kinds;
 pub mod markdown;

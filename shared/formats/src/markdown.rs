@@ -141,6 +141,14 @@ impl MarkdownWriter {
         budget.push("\n")
     }
 
+    /// A place for a block written in later (an image's description): the last block is
+    /// closed with a blank line and the offset returned; the next block starts there, so
+    /// the text reads the same whether or not anything is written in.
+    pub fn place(&mut self, budget: &mut TextBudget) -> Result<usize, Stop> {
+        self.end_page(budget)?;
+        Ok(budget.len())
+    }
+
     /// Ends a table: the next row starts a new one (with its own header).
     pub fn end_table(&mut self) {
         self.table_width = None;

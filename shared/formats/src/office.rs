@@ -3,6 +3,7 @@
 
 use crate::budget::{Stop, TextBudget};
 use crate::container::{Container, ContainerError};
+use crate::images::ImageCollector;
 use crate::markdown::{ListMark, MarkdownWriter};
 use crate::xml::{Node, XmlError, attribute, local, walk};
 use std::collections::HashMap;
@@ -88,6 +89,10 @@ struct Paragraphs {
     notes_referred: usize,
     /// An ODT note being read (markdown): the text of the paragraph it sits in.
     note_in: Option<String>,
+    /// Gathering pictures for description: the ones referred to in the paragraph being
+    /// read (OOXML relationship ids, ODF hrefs), and each one placed with its offset.
+    pictures: Option<Vec<String>>,
+    placed: Vec<(String, usize)>,
 }
 
 /// What a paragraph is, as its properties (DOCX) or element (ODT) say.
@@ -106,6 +111,34 @@ impl Paragraphs {
             markdown: markdown.then(|| (MarkdownWriter::default(), ParagraphKind::Body)),
             ..Self::default()
         }
+    }
+
+    /// The same, noting where pictures sit when `images` is gathering them.
+    fn with_pictures(mut self, images: &Option<&mut ImageCollector>) -> Self {
+        self.pictures = images.is_some().then(Vec::new);
+        self
+    }
+
+    /// A picture referred to here; it is placed after the paragraph it sits in.
+    fn refer_to_picture(&mut self, target: Option<String>) {
+        if let (Some(pictures), Some(target)) = (&mut self.pictures, target) {
+            pictures.push(target);
+        }
+    }
+
+    /// Places the pictures referred to since the last block, at a block boundary (outside
+    /// tables: a picture in a cell goes after its table's row).
+    fn place_pictures(&mut self, budget: &mut TextBudget) -> Result<(), WalkStop> {
+        if !self.tables.is_empty() || self.pictures.as_ref().is_none_or(Vec::is_empty) {
+            return Ok(());
+        }
+        let offset = match &mut self.markdown {
+            Some((writer, _)) => writer.place(budget).map_err(stop)?,
+            None => budget.len(),
+        };
+        let pictures = self.pictures.as_mut().map(std::mem::take).unwrap_or_default();
+        self.placed.extend(pictures.into_iter().map(|target| (target, offset)));
+        Ok(())
     }
 
     /// Says what the paragraph being read is (markdown only; text ignores it).
@@ -139,7 +172,7 @@ impl Paragraphs {
             return Ok(());
         }
         if para.trim().is_empty() {
-            return Ok(());
+            return self.place_pictures(budget);
         }
         if self.markdown.is_some() {
             // A section's footnotes close it, before the next heading.
@@ -147,16 +180,18 @@ impl Paragraphs {
                 self.write_footnotes(budget)?;
             }
             let (Some((writer, _)), title) = (&mut self.markdown, self.slide_title.take()) else { return Ok(()) };
-            return match (title, kind) {
+            match (title, kind) {
                 (Some(number), _) => writer.heading(budget, 2, &format!("Slide {number} — {para}")),
                 (None, ParagraphKind::Body) => writer.paragraph(budget, &para),
                 (None, ParagraphKind::Heading(level)) => writer.heading(budget, level, &para),
                 (None, ParagraphKind::Item(depth, mark)) => writer.list_item(budget, depth, mark, &para),
             }
-            .map_err(stop);
+            .map_err(stop)?;
+            return self.place_pictures(budget);
         }
         budget.push(para.trim_end()).map_err(stop)?;
-        budget.push("\n").map_err(stop)
+        budget.push("\n").map_err(stop)?;
+        self.place_pictures(budget)
     }
 
     /// A footnote referred to here (markdown, DOCX): its mark in the text, its text kept for
@@ -333,6 +368,7 @@ fn ooxml_part(
                 }
                 "sp" if slide => body_shape = false,
                 name @ ("ph" | "pPr") if slide => slide_shape(state, e, name, &mut body_shape, &mut level),
+                "blip" => state.refer_to_picture(attribute(e, "embed")),
                 _ => {}
             },
             Node::Empty(e) => match local(e) {
@@ -347,6 +383,7 @@ fn ooxml_part(
                         state.refer_to_footnote(&id);
                     }
                 }
+                "blip" => state.refer_to_picture(attribute(e, "embed")),
                 name @ ("pStyle" | "outlineLvl" | "ilvl" | "numId") => {
                     if let (Some(styles), Some(value)) = (styles, attribute(e, "val")) {
                         match name {
@@ -375,6 +412,8 @@ fn ooxml_part(
                 "tc" => state.end_cell(),
                 "tr" => state.end_row(budget)?,
                 "tbl" => state.end_table(),
+                // A slide's picture is a shape of its own, in no paragraph.
+                "pic" if slide => state.place_pictures(budget)?,
                 _ => {}
             },
             Node::Text(text) => state.text(text),
@@ -566,7 +605,12 @@ fn numbered_parts(container: &Container<'_>, prefix: &str) -> Vec<String> {
 
 /// DOCX: headers, the body (paragraphs and table rows), then footers. As markdown, the
 /// body's headings, lists and tables are marked as such.
-pub fn docx(container: &mut Container<'_>, budget: &mut TextBudget, markdown: bool) -> Result<(), ReadError> {
+pub fn docx(
+    container: &mut Container<'_>,
+    budget: &mut TextBudget,
+    markdown: bool,
+    mut images: Option<&mut ImageCollector>,
+) -> Result<(), ReadError> {
     if !container.contains("word/document.xml") {
         return Err(ReadError::Unreadable("the container has no word/document.xml".to_owned()));
     }
@@ -574,13 +618,15 @@ pub fn docx(container: &mut Container<'_>, budget: &mut TextBudget, markdown: bo
     let headers = numbered_parts(container, "word/header");
     let footers = numbered_parts(container, "word/footer");
     let parts = headers.into_iter().chain(["word/document.xml".to_owned()]).chain(footers);
-    let mut state = Paragraphs::new(markdown);
+    let mut state = Paragraphs::new(markdown).with_pictures(&images);
     if markdown && container.contains("word/footnotes.xml") {
         state.footnotes = footnotes(&container.read("word/footnotes.xml")?)?;
     }
     for part in parts {
         let xml = container.read(&part)?;
-        if ooxml_part(&xml, budget, &mut state, false, styles.as_ref(), false)? {
+        let spent = ooxml_part(&xml, budget, &mut state, false, styles.as_ref(), false)?;
+        offer_pictures(container, &part, &mut state, images.as_deref_mut())?;
+        if spent {
             return Ok(());
         }
         // The body's last section's footnotes close it (before the footers).
@@ -637,7 +683,12 @@ fn footnotes(xml: &[u8]) -> Result<HashMap<String, String>, ReadError> {
 }
 
 /// PPTX: every slide's shape text and table rows, then its notes.
-pub fn pptx(container: &mut Container<'_>, budget: &mut TextBudget, markdown: bool) -> Result<(), ReadError> {
+pub fn pptx(
+    container: &mut Container<'_>,
+    budget: &mut TextBudget,
+    markdown: bool,
+    mut images: Option<&mut ImageCollector>,
+) -> Result<(), ReadError> {
     let slides = numbered_parts(container, "ppt/slides/slide");
     if slides.is_empty() && !container.contains("ppt/presentation.xml") {
         return Err(ReadError::Unreadable("the container has no ppt/presentation.xml".to_owned()));
@@ -645,7 +696,7 @@ pub fn pptx(container: &mut Container<'_>, budget: &mut TextBudget, markdown: bo
     // As markdown one writer runs through the deck: `## Slide N — title` a slide (its first
     // paragraph is its title), body placeholders' paragraphs as list items, tables, and the
     // speaker notes under `### Notes`.
-    let mut deck = Paragraphs::new(markdown);
+    let mut deck = Paragraphs::new(markdown).with_pictures(&images);
     let spent = |result: Result<(), WalkStop>| match result {
         Ok(()) => Ok(false),
         Err(WalkStop::Budget) => Ok(true),
@@ -662,9 +713,11 @@ pub fn pptx(container: &mut Container<'_>, budget: &mut TextBudget, markdown: bo
             return Ok(());
         }
         let xml = container.read(slide)?;
-        let mut plain = Paragraphs::new(false);
+        let mut plain = Paragraphs::new(false).with_pictures(&images);
         let state = if markdown { &mut deck } else { &mut plain };
-        if ooxml_part(&xml, budget, state, false, None, markdown)? {
+        let slide_spent = ooxml_part(&xml, budget, state, false, None, markdown)?;
+        offer_pictures(container, slide, state, images.as_deref_mut())?;
+        if slide_spent {
             return Ok(());
         }
         if let Some(notes) = notes_for_slide(container, slide)? {
@@ -704,12 +757,17 @@ fn notes_for_slide(container: &mut Container<'_>, slide: &str) -> Result<Option<
 /// ODT and ODP: paragraphs, headings, lists, tables and (ODP) slides with their notes,
 /// from `content.xml`. As markdown (ODT), headings keep their outline level, list items
 /// their depth and whether their list style counts, and tables their rows.
-pub fn odf_text(container: &mut Container<'_>, budget: &mut TextBudget, markdown: bool) -> Result<(), ReadError> {
+pub fn odf_text(
+    container: &mut Container<'_>,
+    budget: &mut TextBudget,
+    markdown: bool,
+    images: Option<&mut ImageCollector>,
+) -> Result<(), ReadError> {
     if !container.contains("content.xml") {
         return Err(ReadError::Unreadable("the container has no content.xml".to_owned()));
     }
     let xml = container.read("content.xml")?;
-    let mut state = Paragraphs::new(markdown);
+    let mut state = Paragraphs::new(markdown).with_pictures(&images);
     let mut slide = 0u32;
     // The automatic list styles that count (their first level is a number style), the
     // style being read, and the open lists' marks, innermost last.
@@ -750,6 +808,7 @@ pub fn odf_text(container: &mut Container<'_>, budget: &mut TextBudget, markdown
                 "note-citation" if state.markdown.is_some() => state.skip_depth += 1,
                 "tab" => state.text("\t"),
                 "line-break" => state.text("\n"),
+                "image" => state.refer_to_picture(attribute(e, "href")),
                 _ => {}
             },
             Node::Empty(e) => match local(e) {
@@ -763,6 +822,7 @@ pub fn odf_text(container: &mut Container<'_>, budget: &mut TextBudget, markdown
                 "line-break" => state.text("\n"),
                 "table-cell" | "covered-table-cell" => state.end_cell(),
                 "list-level-style-number" => note_numbered(&mut list_style, e, &mut numbered_styles),
+                "image" => state.refer_to_picture(attribute(e, "href")),
                 _ => {}
             },
             Node::End(name) => match name {
@@ -790,10 +850,64 @@ pub fn odf_text(container: &mut Container<'_>, budget: &mut TextBudget, markdown
         }
         Ok(true)
     });
-    match result.and_then(|()| state.untitled_slide(budget)).and_then(|()| state.write_footnotes(budget)) {
+    let ended = match result.and_then(|()| state.untitled_slide(budget)).and_then(|()| state.write_footnotes(budget)) {
         Ok(()) | Err(WalkStop::Budget) => Ok(()),
         Err(WalkStop::Read(error)) => Err(error),
+    };
+    offer_pictures(container, "content.xml", &mut state, images)?;
+    ended
+}
+
+/// Hands the pictures placed while `part` was read to `images`, each read from the
+/// container: an OOXML relationship id through the part's relationships, an ODF href as
+/// the path it is. A picture linked from outside the file, or missing, is not described.
+fn offer_pictures(
+    container: &mut Container<'_>,
+    part: &str,
+    state: &mut Paragraphs,
+    images: Option<&mut ImageCollector>,
+) -> Result<(), ReadError> {
+    let Some(images) = images else { return Ok(()) };
+    let placed = std::mem::take(&mut state.placed);
+    if placed.is_empty() {
+        return Ok(());
     }
+    let (folder, file) = part.rsplit_once('/').unwrap_or(("", part));
+    let targets = if part == "content.xml" { HashMap::new() } else { relationships(container, folder, file)? };
+    for (reference, offset) in placed {
+        let path = if part == "content.xml" {
+            crate::container::part_path("", &reference)
+        } else {
+            targets.get(&reference).cloned()
+        };
+        match path.filter(|p| container.contains(p)) {
+            Some(path) => images.offer_encoded(&container.read(&path)?, offset),
+            None => images.not_in_file(),
+        }
+    }
+    Ok(())
+}
+
+/// An OOXML part's internal relationships: id to the part it names.
+fn relationships(container: &mut Container<'_>, folder: &str, file: &str) -> Result<HashMap<String, String>, ReadError> {
+    let rels = crate::container::part_path(folder, &format!("_rels/{file}.rels")).unwrap_or_default();
+    let mut targets = HashMap::new();
+    if !container.contains(&rels) {
+        return Ok(targets);
+    }
+    let xml = container.read(&rels)?;
+    walk(&xml, |node| -> Result<bool, ReadError> {
+        if let Node::Empty(e) | Node::Start(e) = node
+            && local(e) == "Relationship"
+            && attribute(e, "TargetMode").is_none_or(|mode| mode != "External")
+            && let (Some(id), Some(target)) = (attribute(e, "Id"), attribute(e, "Target"))
+            && let Some(path) = crate::container::part_path(folder, &target)
+        {
+            targets.insert(id, path);
+        }
+        Ok(true)
+    })?;
+    Ok(targets)
 }
 
 /// Starts an ODP slide: its marker as text, or (markdown) a heading its first paragraph

@@ -15,7 +15,9 @@ use crate::budget::{Stop, TextBudget};
 use crate::dates::{DateSource, OwnDate};
 use crate::markdown::MarkdownWriter;
 use crate::office::ReadError;
-use crate::pdf_structure::{Style, TextPage};
+use crate::extract::ExtractOptions;
+use crate::images::ImageCollector;
+use crate::pdf_structure::{Figure, Style, TextPage};
 use crate::scan::Scanner;
 use image::GrayImage;
 use pdfium_render::prelude::{
@@ -114,20 +116,24 @@ impl Structure {
         self.pages.get_mut(index as usize)?.take()
     }
 
-    fn write(&mut self, page: TextPage, budget: &mut TextBudget) -> Result<(), Stop> {
-        crate::pdf_structure::write_page(page, &self.style, &mut self.writer, budget)
+    fn write(&mut self, page: TextPage, budget: &mut TextBudget, figures: &[Figure]) -> Result<Vec<usize>, Stop> {
+        crate::pdf_structure::write_page(page, &self.style, &mut self.writer, budget, figures)
     }
 }
 
-/// Extracts the text of at most `max_pages` pages into the budget (as markdown when
-/// `markdown`), OCRing scanned pages when `scanner` is given.
+/// Extracts the text of at most `options.max_pages` pages into the budget (as markdown when
+/// `options.markdown`), OCRing scanned pages when `scanner` is given and handing the images
+/// on the other pages to `images` when it is. As markdown an image is placed before the
+/// first block below it that it overlaps across (else at its page's end); as text, at its
+/// page's end.
 pub fn pdf(
     bytes: &[u8],
     budget: &mut TextBudget,
-    max_pages: u32,
+    options: &ExtractOptions,
     mut scanner: Option<&mut Scanner>,
-    markdown: bool,
+    mut images: Option<&mut ImageCollector>,
 ) -> Result<PdfStats, ReadError> {
+    let (max_pages, markdown) = (options.max_pages, options.markdown);
     let pdfium = pdfium()?;
     let document = pdfium.load_pdf_from_byte_slice(bytes, None).map_err(|error| match error {
         PdfiumError::PdfiumLibraryInternalError(PdfiumInternalError::PasswordError) => {
@@ -164,23 +170,41 @@ pub fn pdf(
         };
         stats.pages_read += 1;
         stats.page_starts.push((index as u32 + 1, budget.len()));
+        let scan = scanner.is_some() && is_scan(&page, &layer);
+        // A scanned page's picture is the page itself: OCR reads it, nothing describes it.
+        let figures = match images.as_deref_mut() {
+            Some(images) if !scan => {
+                images.on_page(index as u32 + 1);
+                figures(&page, images)
+            }
+            _ => Vec::new(),
+        };
+        let places: Vec<Figure> = figures.iter().map(|(figure, _)| *figure).collect();
         let pushed = match (scanner.as_deref_mut(), layer) {
-            (Some(scanner), layer) if is_scan(&page, &layer) => {
+            (Some(scanner), _) if scan => {
                 let dpi = scanner.dpi();
-                scanner.page(index as u32 + 1, || render(&page, dpi), budget)
+                scanner.page(index as u32 + 1, || render(&page, dpi), budget).map(|()| Vec::new())
             }
             (_, Layer::Structured(read_ahead)) => match structure.as_mut() {
-                Some(structure) => structure.write(read_ahead, budget),
-                None => Ok(()),
+                Some(structure) => structure.write(read_ahead, budget, &places),
+                None => Ok(Vec::new()),
             },
             // PDFium ends lines with CRLF; the rest of Sluice uses LF.
             (_, Layer::Text(text)) => {
                 let text = text.replace("\r\n", "\n").replace('\r', "\n");
-                budget.push(text.trim_end()).and_then(|()| budget.push("\n\n"))
+                budget
+                    .push(text.trim_end())
+                    .and_then(|()| budget.push("\n\n"))
+                    .map(|()| vec![budget.len(); places.len()])
             }
         };
+        if let (Some(images), Ok(offsets)) = (images.as_deref_mut(), &pushed) {
+            for ((_, image), offset) in figures.into_iter().zip(offsets) {
+                images.offer_pixels(image, *offset);
+            }
+        }
         match pushed {
-            Ok(()) => {}
+            Ok(_) => {}
             Err(Stop::Budget) => return Ok(stats),
             Err(Stop::Time) => return Err(ReadError::Time),
         }
@@ -238,6 +262,33 @@ fn is_scan(page: &PdfPage<'_>, layer: &Layer) -> bool {
         object.object_type() == PdfPageObjectType::Image
             && object.bounds().is_ok_and(|b| b.width().value * b.height().value >= area * SCAN_IMAGE_COVER)
     })
+}
+
+/// The page's image objects worth describing, with where they sit (points from the page's
+/// top left) and their pixels as the file holds them.
+fn figures(page: &PdfPage<'_>, images: &mut ImageCollector) -> Vec<(Figure, image::DynamicImage)> {
+    let height = page.height().value;
+    let mut figures = Vec::new();
+    for object in page.objects().iter() {
+        let Some(image) = object.as_image_object() else { continue };
+        let (Ok(bounds), Ok(width), Ok(pixels_high)) = (object.bounds(), image.width(), image.height()) else {
+            continue;
+        };
+        if !images.wants(width.max(0) as u32, pixels_high.max(0) as u32) {
+            continue;
+        }
+        let Ok(bitmap) = image.get_raw_bitmap() else { continue };
+        let (w, h) = (bitmap.width().max(0) as u32, bitmap.height().max(0) as u32);
+        let Some(pixels) = image::RgbaImage::from_raw(w, h, bitmap.as_rgba_bytes()) else { continue };
+        let figure = Figure {
+            left: bounds.left().value,
+            right: bounds.right().value,
+            top: height - bounds.top().value,
+            bottom: height - bounds.bottom().value,
+        };
+        figures.push((figure, image::DynamicImage::ImageRgba8(pixels)));
+    }
+    figures
 }
 
 /// The page as grey pixels at `dpi`, its longer side at most [`MAX_RENDER_SIDE`].

@@ -77,6 +77,15 @@ impl TextPage {
     }
 }
 
+/// Where an image sits on a page, in points from the page's top left.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Figure {
+    pub left: f32,
+    pub right: f32,
+    pub top: f32,
+    pub bottom: f32,
+}
+
 /// The page's text layer gathered into spans, with its ruling lines.
 pub fn read_page(page: &PdfPage<'_>) -> TextPage {
     let height = page.height().value;
@@ -466,16 +475,21 @@ enum Block {
     Item(usize, ListMark, String),
     EndList,
     Table(Vec<Vec<String>>),
+    /// The place of the `n`th of the page's figures.
+    Figure(usize),
 }
 
 /// Writes one page's text layer as markdown, its blocks closed at the page's end (so the
-/// next page starts where its first block does).
+/// next page starts where its first block does), and returns where each of `figures`
+/// goes: before the first line below its middle that it overlaps across, else at the
+/// page's end.
 pub fn write_page(
     page: TextPage,
     style: &Style,
     writer: &mut MarkdownWriter,
     budget: &mut TextBudget,
-) -> Result<(), Stop> {
+    figures: &[Figure],
+) -> Result<Vec<usize>, Stop> {
     let margins = Margins::of(&page);
     let spans: Vec<(RotatedRect, Span)> = page
         .spans
@@ -483,8 +497,20 @@ pub fn write_page(
         .filter(|(rect, span)| !span.text.is_empty() && !style.is_running(&margins, rect, span))
         .collect();
     let lines: Vec<Line> = in_reading_order(spans, TEXT_COLUMN_WIDTH).into_iter().map(Line::of).collect();
-    for block in blocks(&lines, style, &page.rules) {
+    let mut due: Vec<(usize, usize)> = figures
+        .iter()
+        .enumerate()
+        .map(|(n, f)| {
+            let middle = (f.top + f.bottom) / 2.0;
+            let below = lines.iter().position(|l| l.y > middle && l.left < f.right && l.right > f.left);
+            (below.unwrap_or(lines.len()), n)
+        })
+        .collect();
+    due.sort_unstable();
+    let mut places = vec![0; figures.len()];
+    for block in blocks(&lines, style, &page.rules, &due) {
         match block {
+            Block::Figure(n) => places[n] = writer.place(budget)?,
             Block::Heading(level, text) => writer.heading(budget, level, &text)?,
             Block::Paragraph(text) => writer.paragraph(budget, &text)?,
             Block::Item(depth, mark, text) => writer.list_item(budget, depth, mark, &text)?,
@@ -498,17 +524,24 @@ pub fn write_page(
             }
         }
     }
-    writer.end_page(budget)
+    writer.end_page(budget)?;
+    Ok(places)
 }
 
-/// The page's rows as blocks.
-fn blocks(lines: &[Line], style: &Style, rules: &[(f32, f32, f32)]) -> Vec<Block> {
+/// The page's rows as blocks, with each figure's place (`due`: the line it goes before,
+/// and its number, in order) as a block of its own.
+fn blocks(lines: &[Line], style: &Style, rules: &[(f32, f32, f32)], due: &[(usize, usize)]) -> Vec<Block> {
     let mut blocks = Vec::new();
+    let mut due = due.iter().peekable();
     // The open paragraph's widest line, and the list's markers' indents.
     let mut widest = 0.0f32;
     let mut list_indents: Vec<f32> = Vec::new();
     let mut index = 0;
     while index < lines.len() {
+        while let Some((_, n)) = due.next_if(|(before, _)| *before <= index) {
+            list_indents.clear();
+            blocks.push(Block::Figure(*n));
+        }
         let line = &lines[index];
         // A table first: its header row may well be bold.
         if let Some((rows, used)) = table(&lines[index..], rules) {
@@ -578,6 +611,7 @@ fn blocks(lines: &[Line], style: &Style, rules: &[(f32, f32, f32)]) -> Vec<Block
         }
         index += 1;
     }
+    blocks.extend(due.map(|(_, n)| Block::Figure(*n)));
     blocks
 }
 
@@ -673,7 +707,7 @@ mod tests {
         let mut budget = TextBudget::new(100_000, Duration::from_secs(5));
         let mut writer = MarkdownWriter::default();
         for page in pages {
-            write_page(page, &style, &mut writer, &mut budget).expect("within the budget");
+            write_page(page, &style, &mut writer, &mut budget, &[]).expect("within the budget");
         }
         budget.trim_end();
         budget.finish().0

@@ -158,6 +158,24 @@ impl Db {
     }
 
     /// A secret with its sealed value: for the embedding path only, which opens it.
+    /// The key `id` if `caller` may lend it to something of `org` (a collection, its image
+    /// description): they may see it, and it is that organization's. `None` otherwise, so a
+    /// refusal cannot tell another's key from a missing one.
+    pub async fn lendable_secret(
+        &self,
+        caller: &sluice_domain::Caller,
+        org: Option<Uuid>,
+        id: Uuid,
+    ) -> Result<Option<SecretMeta>, StoreError> {
+        let Some(secret) = self.secret_meta(id).await? else { return Ok(None) };
+        let ownership = sluice_domain::access::SecretOwnership {
+            owner_id: secret.owner_id,
+            org_id: secret.org_id,
+            shared_with_org: secret.visibility == "org",
+        };
+        Ok((sluice_domain::access::may_see_secret(caller, &ownership) && secret.org_id == org).then_some(secret))
+    }
+
     pub async fn sealed_secret(&self, id: Uuid) -> Result<Option<(SecretMeta, SealedValue)>, StoreError> {
         let client = self.client().await?;
         let row = client

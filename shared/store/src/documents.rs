@@ -57,6 +57,10 @@ pub struct Document {
     pub ocr_low_confidence_lines: i32,
     /// Where each page begins in the parsed text: (page number from 1, byte offset).
     pub page_starts: Vec<(u32, usize)>,
+    /// Byte spans of the parsed text that are images' descriptions.
+    pub image_spans: Vec<(usize, usize)>,
+    /// How many images were described and skipped, with why (when description was on).
+    pub images: Option<serde_json::Value>,
     /// Whether the stored bytes passed the upload check (a presigned upload's only once
     /// they land and are checked): only judged bytes are ever handed out.
     pub bytes_judged: bool,
@@ -68,7 +72,7 @@ const DOCUMENT_COLUMNS: &str = "id, collection_name, kb_id, org_id, owner_id, fi
     mime_type, status, error_message, vector_document_id, chunk_count, storage_path, parsed_path, \
     organizational_unit, source, document_date, content_hash, ingestion_config, replace_previous, created_at, \
     completed_at, source_path, sync_source_id, sync_run_id, source_etag, replaces_document_id, ocr_spans, date_source, \
-    truncated_chunks, bytes_judged, parsed_format, ocr_low_confidence_lines, page_starts";
+    truncated_chunks, bytes_judged, parsed_format, ocr_low_confidence_lines, page_starts, image_spans, images";
 
 fn document(row: &Row) -> Document {
     Document {
@@ -112,10 +116,30 @@ fn document(row: &Row) -> Document {
             .get::<_, Option<serde_json::Value>>("page_starts")
             .and_then(|v| serde_json::from_value(v).ok())
             .unwrap_or_default(),
+        image_spans: row
+            .get::<_, Option<serde_json::Value>>("image_spans")
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default(),
+        images: row.get("images"),
         bytes_judged: row.get("bytes_judged"),
         created_at: row.get("created_at"),
         completed_at: row.get("completed_at"),
     }
+}
+
+/// A document's parsed text as recorded: where it is, how it was written, and what points
+/// into it (OCR's spans, page starts, image descriptions' spans), with the file's own date
+/// (and its source) when it gave one and the image report when images were described.
+#[derive(Debug, Clone)]
+pub struct ParsedText<'a> {
+    pub path: &'a str,
+    pub format: OutputFormat,
+    pub ocr_spans: &'a [(usize, usize)],
+    pub ocr_low_confidence_lines: u32,
+    pub page_starts: &'a [(u32, usize)],
+    pub own_date: Option<(Date, &'a str)>,
+    pub image_spans: &'a [(usize, usize)],
+    pub images: Option<serde_json::Value>,
 }
 
 /// Where a synced document came from: the source whose credential fetches it, the run
@@ -165,6 +189,7 @@ impl Document {
             "has_file": self.storage_path.is_some(),
             "has_text": self.parsed_path.is_some(),
             "ocr": ocr,
+            "images": self.images,
             "source": self.source,
             "source_path": self.source_path,
             "document_date": self.document_date.to_string(),
@@ -437,33 +462,69 @@ impl Db {
         Ok(row.as_ref().map(document))
     }
 
-    /// Records where a document's parsed text is, with the spans of it OCR read and the
-    /// document's own date (with its source) when the file gave one; `false` when the row
-    /// is gone (deleted meanwhile).
-    pub async fn set_parsed_path(
-        &self,
-        id: Uuid,
-        path: &str,
-        format: OutputFormat,
-        ocr: (&[(usize, usize)], u32),
-        page_starts: &[(u32, usize)],
-        own_date: Option<(Date, &str)>,
-    ) -> Result<bool, StoreError> {
-        let pages = (!page_starts.is_empty()).then(|| serde_json::json!(page_starts));
-        let (ocr_spans, low_confidence_lines) = ocr;
-        let low_confidence_lines = i32::try_from(low_confidence_lines).unwrap_or(i32::MAX);
+    /// Records where a document's parsed text is and what points into it; `false` when
+    /// the row is gone (deleted meanwhile).
+    pub async fn set_parsed_path(&self, id: Uuid, parsed: &ParsedText<'_>) -> Result<bool, StoreError> {
+        let json_of = |spans: serde_json::Value, empty: bool| (!empty).then_some(spans);
+        let pages = json_of(serde_json::json!(parsed.page_starts), parsed.page_starts.is_empty());
+        let ocr_spans = json_of(serde_json::json!(parsed.ocr_spans), parsed.ocr_spans.is_empty());
+        let image_spans = json_of(serde_json::json!(parsed.image_spans), parsed.image_spans.is_empty());
+        let low_confidence_lines = i32::try_from(parsed.ocr_low_confidence_lines).unwrap_or(i32::MAX);
+        let (date, source) = parsed.own_date.unzip();
         let client = self.client().await?;
-        let spans = (!ocr_spans.is_empty()).then(|| serde_json::json!(ocr_spans));
-        let (date, source) = own_date.unzip();
         let updated = client
             .execute(
                 "UPDATE rag_documents SET parsed_path = $2, parsed_format = $6, ocr_spans = $3, \
                  ocr_low_confidence_lines = $7, page_starts = $8, document_date = coalesce($4, document_date), \
-                 date_source = coalesce($5, date_source) WHERE id = $1",
-                &[&id, &path, &spans, &date, &source, &format.as_str(), &low_confidence_lines, &pages],
+                 date_source = coalesce($5, date_source), image_spans = $9, images = $10 WHERE id = $1",
+                &[
+                    &id,
+                    &parsed.path,
+                    &ocr_spans,
+                    &date,
+                    &source,
+                    &parsed.format.as_str(),
+                    &low_confidence_lines,
+                    &pages,
+                    &image_spans,
+                    &parsed.images,
+                ],
             )
             .await?;
         Ok(updated == 1)
+    }
+
+    /// The description of an image (its bytes' SHA-256) a collection already has from `model`.
+    pub async fn image_description(&self, kb_id: Uuid, sha256: &str, model: &str) -> Result<Option<String>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT description FROM rag_image_descriptions WHERE kb_id = $1 AND image_sha256 = $2 AND model = $3",
+                &[&kb_id, &sha256, &model],
+            )
+            .await?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Keeps a description for the collection's next copy of the image (the first one
+    /// written stays; a collection deleted meanwhile keeps nothing).
+    pub async fn keep_image_description(
+        &self,
+        kb_id: Uuid,
+        sha256: &str,
+        model: &str,
+        description: &str,
+    ) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO rag_image_descriptions (kb_id, image_sha256, model, description) \
+                 SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM knowledge_bases WHERE id = $1) \
+                 ON CONFLICT DO NOTHING",
+                &[&kb_id, &sha256, &model, &description],
+            )
+            .await?;
+        Ok(())
     }
 
     /// A stage's turn for a document still `processing`, round robin between tenants (a

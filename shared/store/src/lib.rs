@@ -22,7 +22,8 @@ pub use connect::{
 };
 pub use credentials::{EmbeddingEndpoint, SealedValue, SecretMeta};
 pub use documents::{
-    Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, Stage, SyncOrigin, Turn,
+    Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, ParsedText, Stage,
+    SyncOrigin, Turn,
     WriteOutcome,
 };
 pub use knowledge::{Claim, Claimant, GrantedBase, KnowledgeBase};

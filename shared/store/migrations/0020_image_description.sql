@@ -1,0 +1,17 @@
+-- Images described by a vision model (`ingestion_config.image_description`): where each
+-- description sits in the parsed text ([[start, end], ...] in bytes), and how many of the
+-- document's images were described and skipped, with why ({"described": n, "skipped": n,
+-- "skipped_reasons": {"too_small": n, ...}}).
+ALTER TABLE rag_documents ADD COLUMN image_spans jsonb;
+ALTER TABLE rag_documents ADD COLUMN images jsonb;
+
+-- One description per collection, image and model: the same picture in a second document,
+-- or the same document parsed again, costs no second request. Gone with its collection.
+CREATE TABLE rag_image_descriptions (
+    kb_id        uuid NOT NULL REFERENCES knowledge_bases (id) ON DELETE CASCADE,
+    image_sha256 text NOT NULL CHECK (image_sha256 ~ '^[0-9a-f]{64}$'),
+    model        text NOT NULL,
+    description  text NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (kb_id, image_sha256, model)
+);

@@ -1,0 +1,152 @@
+//! Where a collection's images are described and with whose key: checked when the setting is
+//! given (the caller may lend the key; the endpoint is one the organization may name), and
+//! resolved when a document is parsed (the key opened by the vault). There is no
+//! deployment-wide key to fall back to.
+
+use crate::client::VisionTarget;
+use sluice_domain::Caller;
+use sluice_domain::vision::{self, ImageDescription};
+use sluice_embed::credentials::ApiKey;
+use sluice_store::{Db, StoreError};
+use sluice_vault::{Binding, Sealed, Vault, VaultError};
+use uuid::Uuid;
+
+/// A refusal of the setting, naming its field under `ingestion_config.image_description`.
+pub type Refused = (String, String);
+
+fn refused(field: &str, why: impl Into<String>) -> Refused {
+    (format!("ingestion_config.image_description.{field}"), why.into())
+}
+
+/// Checks what a setting lends, for something of `org`: its key is one `caller` may see,
+/// of that organization, an API key (for the provider it names, when it names one); its
+/// endpoint is the organization's or the deployment's. A key or endpoint the caller may
+/// not use is refused exactly as a missing one.
+pub async fn check_lendable(
+    db: &Db,
+    caller: &Caller,
+    org: Option<Uuid>,
+    setting: &ImageDescription,
+) -> Result<Result<(), Refused>, StoreError> {
+    if let Some(secret_id) = setting.secret_id {
+        let Some(secret) = db.lendable_secret(caller, org, secret_id).await? else {
+            return Ok(Err(refused("secret_id", "the vault holds no such key that you can use")));
+        };
+        if secret.kind != sluice_vault::API_KEY {
+            return Ok(Err(refused("secret_id", format!("the key is {}, not an API key", secret.kind))));
+        }
+        if let Some(provider) = &setting.provider
+            && &secret.provider != provider
+        {
+            return Ok(Err(refused(
+                "secret_id",
+                format!("the key is for {}, not {provider}: a key goes only to its own provider", secret.provider),
+            )));
+        }
+    }
+    if let Some(endpoint_id) = setting.endpoint_id {
+        let usable = db.embedding_endpoint(endpoint_id).await?.is_some_and(|e| e.org_id.is_none() || e.org_id == org);
+        if !usable {
+            return Ok(Err(refused(
+                "endpoint_id",
+                format!("no endpoint {endpoint_id} is registered for this organization"),
+            )));
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Checks the image description a request's ingestion `changes` name, as merged into
+/// `merged`, for what it lends (`check_lendable`). A setting the request leaves alone was
+/// checked when it was given, and is not asked again.
+pub async fn check_requested(
+    db: &Db,
+    caller: &Caller,
+    org: Option<Uuid>,
+    changes: Option<&serde_json::Value>,
+    merged: &sluice_domain::ingestion::IngestionConfig,
+) -> Result<Result<(), Refused>, StoreError> {
+    let named = changes.and_then(|c| c.get("image_description")).is_some_and(|d| !d.is_null());
+    match (&merged.image_description, named) {
+        (Some(setting), true) => check_lendable(db, caller, org, setting).await,
+        _ => Ok(Ok(())),
+    }
+}
+
+/// Why a setting that is on describes nothing now: its key or endpoint is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unusable {
+    NoKey,
+    NoEndpoint,
+}
+
+impl Unusable {
+    /// The reason its images are counted under.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::NoKey => "no_usable_key",
+            Self::NoEndpoint => "no_endpoint",
+        }
+    }
+}
+
+/// A failure worth retrying: the database or the key service did not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the key service did not answer")]
+    KeyService(#[source] VaultError),
+}
+
+/// Where `setting` (on, for a document of `org`) describes, with its key opened.
+pub async fn target_for(
+    db: &Db,
+    vault: &Vault,
+    org: Option<Uuid>,
+    setting: &ImageDescription,
+) -> Result<Result<VisionTarget, Unusable>, ResolveError> {
+    let api_key = match setting.secret_id {
+        Some(secret_id) => match open_key(db, vault, org, secret_id, setting.provider.as_deref()).await? {
+            Some(key) => Some(key),
+            None => return Ok(Err(Unusable::NoKey)),
+        },
+        None => None,
+    };
+    let (base_url, openai) = match (&setting.provider, setting.endpoint_id) {
+        (Some(provider), _) => match vision::provider(provider) {
+            Some(p) => (p.base_url.clone(), p.id == "openai"),
+            None => return Ok(Err(Unusable::NoEndpoint)),
+        },
+        (None, Some(id)) => match db.embedding_endpoint(id).await?.filter(|e| e.org_id.is_none() || e.org_id == org) {
+            Some(endpoint) => (endpoint.base_url, false),
+            None => return Ok(Err(Unusable::NoEndpoint)),
+        },
+        (None, None) => return Ok(Err(Unusable::NoEndpoint)),
+    };
+    if setting.provider.is_some() && api_key.is_none() {
+        return Ok(Err(Unusable::NoKey));
+    }
+    Ok(Ok(VisionTarget { base_url, model: setting.model.clone(), api_key, openai }))
+}
+
+/// The organization's API key `secret_id`, opened; `None` when it is gone, another's, not
+/// an API key, for another provider, or does not open.
+async fn open_key(
+    db: &Db,
+    vault: &Vault,
+    org: Option<Uuid>,
+    secret_id: Uuid,
+    provider: Option<&str>,
+) -> Result<Option<ApiKey>, ResolveError> {
+    let Some((meta, sealed)) = db.sealed_secret(secret_id).await? else { return Ok(None) };
+    if meta.org_id != org || meta.kind != sluice_vault::API_KEY || provider.is_some_and(|p| p != meta.provider) {
+        return Ok(None);
+    }
+    let sealed = Sealed { sealed_key: sealed.sealed_key, nonce: sealed.nonce, ciphertext: sealed.ciphertext };
+    match vault.open(Binding::stored(secret_id, meta.org_id, &meta.kind, meta.kind_bound), &sealed).await {
+        Ok(value) => Ok(Some(ApiKey::new(value))),
+        Err(VaultError::Unopenable) => Ok(None),
+        Err(error) => Err(ResolveError::KeyService(error)),
+    }
+}
