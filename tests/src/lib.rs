@@ -6,6 +6,7 @@ pub mod browser;
 pub mod contract;
 pub mod stub;
 pub mod vectors;
+pub mod vision_stand_in;
 
 use std::collections::BTreeSet;
 use uuid::Uuid;

@@ -318,3 +318,69 @@ async fn requests_without_a_valid_token_are_401() {
         .expect("request");
     assert_eq!(forged.status().as_u16(), 401);
 }
+
+#[tokio::test]
+async fn an_image_carries_what_the_web_app_says_of_it_in_its_reference() {
+    let stack = Stack::from_env().await;
+    let user = User::with(None, &[], false);
+    let photo = sluice_formats::fixtures::png(64, 48, 5);
+    let form = |name: &str, bytes: Vec<u8>, fields: &[(&str, &str)]| {
+        let mut form = sluice_e2e::file_form(name, None, bytes);
+        for (field, value) in fields {
+            form = form.text(field.to_string(), value.to_string());
+        }
+        form
+    };
+    let hints = [("vision", "true"), ("vision_model", "gpt-4o"), ("gallery_id", "gal_2026:harbour")];
+    let (status, file) = stack.post_form(&user, "/files/upload", form("quay.png", photo.clone(), &hints)).await;
+    assert_eq!(status, 201, "{file}");
+    let reference = &file["ref"];
+    assert_eq!(
+        [
+            &reference["width"],
+            &reference["height"],
+            &reference["vision"],
+            &reference["vision_model"],
+            &reference["gallery_id"]
+        ],
+        [&json!(64), &json!(48), &json!(true), &json!("gpt-4o"), &json!("gal_2026:harbour")],
+        "{file}"
+    );
+    let id = file["id"].as_str().expect("id");
+    let read: Value = get(&stack, &user, &format!("/files/{id}")).await.json().await.expect("json");
+    assert_eq!(read["ref"], *reference, "read back as it was answered");
+
+    // Refused, naming the field, and nothing kept: a bad value, and hints on a file that is
+    // no image.
+    let before = holdings(&stack, &user).await;
+    for (name, bytes, fields, field) in [
+        ("quay.png", photo.clone(), vec![("vision", "maybe")], "vision"),
+        ("quay.png", photo.clone(), vec![("gallery_id", "../../etc")], "gallery_id"),
+        ("notes.txt", b"plain notes".to_vec(), vec![("vision_model", "gpt-4o")], "vision_model"),
+    ] {
+        let (status, refused) = stack.post_form(&user, "/files/upload", form(name, bytes, &fields)).await;
+        assert_eq!(status, 400, "{refused}");
+        assert!(refused["error"]["details"]["fields"].get(field).is_some(), "{field}: {refused}");
+    }
+    assert_eq!(holdings(&stack, &user).await, before);
+
+    // A presigned upload declares them with the rest.
+    let intent = json!({"filename": "quay.png", "size": photo.len(), "mime_type": "image/png",
+        "vision": false, "gallery_id": "gal_9"});
+    let (status, created) = stack.call_json(&user, reqwest::Method::POST, "/files/uploads", Some(intent)).await;
+    assert_eq!(status, 201, "{created}");
+    let pending: Value = get(&stack, &user, &format!("/files/{}", created["id"].as_str().expect("id")))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        (&pending["ref"]["vision"], &pending["ref"]["gallery_id"]),
+        (&json!(false), &json!("gal_9")),
+        "{pending}"
+    );
+    let refused = json!({"filename": "a.txt", "size": 3, "mime_type": "text/plain", "vision": true});
+    let (status, answer) = stack.call_json(&user, reqwest::Method::POST, "/files/uploads", Some(refused)).await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer["error"]["details"]["fields"].get("vision").is_some(), "{answer}");
+}

@@ -131,7 +131,10 @@ async fn ingestion_config(
             if let Err((field, why)) =
                 sluice_vision::check_requested(&state.db, caller, org, Some(changes), &merged).await?
             {
-                return Err(KnowledgeError::InvalidFields { message: format!("{field}: {why}"), fields: vec![(field, why)] });
+                return Err(KnowledgeError::InvalidFields {
+                    message: format!("{field}: {why}"),
+                    fields: vec![(field, why)],
+                });
             }
             Ok(Field::Set(merged.to_value()))
         }
@@ -401,9 +404,10 @@ pub async fn patch(
         }),
     };
     let resolved = embedding::resolve(state, caller, base.scope, base.org_id, requested, Moment::Move).await?;
-    let ingestion = ingestion_config((state, caller, base.org_id), &body, base.ingestion_config.as_ref(), resolved.model)
-        .await?
-        .or_keep(base.ingestion_config.clone());
+    let ingestion =
+        ingestion_config((state, caller, base.org_id), &body, base.ingestion_config.as_ref(), resolved.model)
+            .await?
+            .or_keep(base.ingestion_config.clone());
     let name = match fields::text(&body, "name")? {
         Field::Set(name) => name,
         Field::Null => return Err(invalid("name", "a base always has a name")),

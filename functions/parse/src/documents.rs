@@ -10,10 +10,10 @@
 use crate::{ParseError, State};
 use sluice_blob::BlobError;
 use sluice_domain::ingestion::{IngestionConfig, OutputFormat};
-use sluice_formats::{ExtractOptions, OcrOptions};
-use sluice_queue::jobs::{DocumentJob, STAGE_LEASE};
 use sluice_domain::vision::ImageDescription;
 use sluice_formats::images::ImageOptions;
+use sluice_formats::{ExtractOptions, OcrOptions};
+use sluice_queue::jobs::{DocumentJob, STAGE_LEASE};
 use sluice_store::{Document, PARSE_DOCUMENT_TOPIC, ParsedText, Stage, Turn};
 use sluice_vision::Parsed;
 

@@ -65,7 +65,10 @@ pub(crate) async fn describe(
                         None => {
                             let described = sluice_vision::describe(&client, &target, image, deadline).await;
                             if let (Ok(description), Some(kb_id)) = (&described, document.kb_id) {
-                                state.db.keep_image_description(kb_id, &image.sha256, &setting.model, description).await?;
+                                state
+                                    .db
+                                    .keep_image_description(kb_id, &image.sha256, &setting.model, description)
+                                    .await?;
                             }
                             described
                         }
@@ -73,7 +76,12 @@ pub(crate) async fn describe(
                     match description {
                         Ok(description) if description.chars().count() + 32 <= room => {
                             room -= description.chars().count() + 32;
-                            placed.push(Placed { offset: image.offset, page: image.page, number: index + 1, description });
+                            placed.push(Placed {
+                                offset: image.offset,
+                                page: image.page,
+                                number: index + 1,
+                                description,
+                            });
                         }
                         Ok(_) => count(&mut reasons, "text_budget", 1),
                         Err(error) => {

@@ -1,13 +1,13 @@
 //! Chat files: upload, read back, delete and link to a message. Ownership is the whole
 //! rule: another user's file is answered exactly like an absent one.
 
-use crate::multipart::read_file_part;
+use crate::multipart::read_form;
 use crate::{AppState, UploadError};
 use bytes::Bytes;
 use lambda_http::{Body, Request, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use sluice_domain::{AttachmentRef, Caller, safe_filename, workspace_folder};
+use sluice_domain::{AttachmentRef, Caller, ImageHints, safe_filename, workspace_folder};
 use sluice_store::{ChatFile, NewChatFile};
 use sluice_web::{body_bytes, json_response};
 use std::time::Duration;
@@ -47,7 +47,8 @@ impl From<ChatFile> for FileView {
             file.checksum_sha256.as_deref().unwrap_or_default(),
             file.created_at,
             dimensions,
-        );
+        )
+        .with_hints(file.hints);
         let reference = if file.file_type == "archive" {
             reference.unpacked_into(workspace_folder(file.id, &file.filename))
         } else {
@@ -79,12 +80,14 @@ pub async fn upload(state: &AppState, caller: &Caller, request: Request) -> Resu
         _ => Bytes::new(),
     };
     let (limit, inline_cap) = state.config.inline_limit(state.config.chat_max_upload_bytes);
-    let file = read_file_part(content_type.as_deref(), body, limit).await.map_err(|error| match error {
-        UploadError::TooLarge { limit_bytes } if inline_cap => {
-            UploadError::UsePresignedUpload { limit_bytes, route: "POST /api/v1/files/uploads" }
-        }
-        other => other,
-    })?;
+    let (file, fields) = read_form(content_type.as_deref(), body, limit, &["vision", "vision_model", "gallery_id"])
+        .await
+        .map_err(|error| match error {
+            UploadError::TooLarge { limit_bytes } if inline_cap => {
+                UploadError::UsePresignedUpload { limit_bytes, route: "POST /api/v1/files/uploads" }
+            }
+            other => other,
+        })?;
     let (bytes, extractor, options) =
         (file.bytes.clone(), state.extractor.clone(), sluice_isolate::chat_options(&state.config));
     let declared = file.declared_mime.clone();
@@ -95,10 +98,14 @@ pub async fn upload(state: &AppState, caller: &Caller, request: Request) -> Resu
         .await
         .map_err(|_| UploadError::Blocking)??
         .map_err(UploadError::Refused)?;
+    let field = |name: &str| fields.get(name).map(String::as_str);
+    let hints =
+        ImageHints::parse(field("vision"), field("vision_model"), field("gallery_id"), content.file_type == "image")
+            .map_err(|(name, why)| UploadError::invalid(name, &why))?;
 
     let id = Uuid::new_v4();
     let storage_path = format!("media/{}/{}_{}", caller.user_id, id.simple(), safe_filename(&file.filename));
-    let new = NewChatFile { id, user_id: caller.user_id, filename: file.filename, storage_path, content };
+    let new = NewChatFile { id, user_id: caller.user_id, filename: file.filename, storage_path, content, hints };
     let row = store_and_record(state, new, file.bytes).await?;
     Ok(json_response(201, &FileView::from(row)))
 }

@@ -6,7 +6,7 @@
 use crate::{AppState, UploadError};
 use lambda_http::{Body, Request, Response};
 use serde::{Deserialize, Serialize};
-use sluice_domain::{CHAT_UPLOAD_PREFIX, Caller, safe_filename};
+use sluice_domain::{CHAT_UPLOAD_PREFIX, Caller, ImageHints, safe_filename};
 use sluice_formats::RefusalCode;
 use sluice_store::NewUploadIntent;
 use sluice_web::{body_bytes, json_response};
@@ -20,6 +20,9 @@ struct IntentRequest {
     filename: Option<serde_json::Value>,
     size: Option<serde_json::Value>,
     mime_type: Option<serde_json::Value>,
+    vision: Option<serde_json::Value>,
+    vision_model: Option<serde_json::Value>,
+    gallery_id: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -41,7 +44,7 @@ struct IntentView {
 /// `POST /files/uploads`.
 pub async fn create(state: &AppState, caller: &Caller, request: &Request) -> Result<Response<Body>, UploadError> {
     let body: IntentRequest = serde_json::from_slice(body_bytes(request))
-        .map_err(|_| UploadError::invalid("body", "the body must be a JSON object {filename, size, mime_type}"))?;
+        .map_err(|_| UploadError::invalid("body", "the body must be a JSON object {filename, size, mime_type} (and for an image vision, vision_model, gallery_id)"))?;
     let filename = match body.filename {
         Some(serde_json::Value::String(name)) if !name.trim().is_empty() => name,
         _ => return Err(UploadError::invalid("filename", "filename must be a non-empty string")),
@@ -62,6 +65,17 @@ pub async fn create(state: &AppState, caller: &Caller, request: &Request) -> Res
     if size > state.config.chat_max_upload_bytes {
         return Err(UploadError::DeclaredTooLarge { limit_bytes: state.config.chat_max_upload_bytes });
     }
+    // JSON gives the hints typed: a boolean and strings, read as the form's text.
+    let text = |value: &Option<serde_json::Value>| match value {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(text)) => Some(text.clone()),
+        Some(serde_json::Value::Bool(flag)) => Some(flag.to_string()),
+        Some(other) => Some(format!("{other} (not a string)")),
+    };
+    let (vision, vision_model, gallery_id) = (text(&body.vision), text(&body.vision_model), text(&body.gallery_id));
+    let is_image = kind.file_type == sluice_formats::FileType::Image;
+    let hints = ImageHints::parse(vision.as_deref(), vision_model.as_deref(), gallery_id.as_deref(), is_image)
+        .map_err(|(name, why)| UploadError::invalid(name, &why))?;
     let id = Uuid::new_v4();
     let ttl = Duration::from_secs(state.config.upload_intent_ttl_secs);
     let expires_at = OffsetDateTime::now_utc() + ttl;
@@ -76,6 +90,7 @@ pub async fn create(state: &AppState, caller: &Caller, request: &Request) -> Res
         storage_path,
         file_type: kind.file_type.as_str().to_owned(),
         expires_at,
+        hints,
     };
     state.db.insert_upload_intent(&intent).await?;
     let headers = presigned.headers.into_iter().collect();

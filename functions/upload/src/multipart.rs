@@ -15,16 +15,6 @@ pub struct UploadedFile {
 /// The longest text field a form may carry beside its file.
 const MAX_TEXT_FIELD_BYTES: usize = 64 * 1024;
 
-/// Reads the `file` part of a `multipart/form-data` body. Stops as soon as the part
-/// passes `limit_bytes`, so an oversize file is refused without holding all of it.
-pub async fn read_file_part(
-    content_type: Option<&str>,
-    body: Bytes,
-    limit_bytes: u64,
-) -> Result<UploadedFile, UploadError> {
-    read_form(content_type, body, limit_bytes, &[]).await.map(|(file, _)| file)
-}
-
 /// Reads the `file` part and the text fields named in `text_fields` (each at most 64 KiB);
 /// any other part is ignored.
 pub async fn read_form(
@@ -120,6 +110,11 @@ mod tests {
     }
 
     const CT: Option<&str> = Some("multipart/form-data; boundary=XyZ");
+
+    /// The file part alone, as the tests read it.
+    async fn read_file_part(content_type: Option<&str>, body: Bytes, limit: u64) -> Result<UploadedFile, UploadError> {
+        read_form(content_type, body, limit, &[]).await.map(|(file, _)| file)
+    }
 
     #[tokio::test]
     async fn reads_the_file_part_and_its_declared_type() {

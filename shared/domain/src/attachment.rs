@@ -23,6 +23,9 @@ pub struct AttachmentRef {
     pub width: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub height: Option<u32>,
+    /// For an image: what the web app said of it (`vision`, `vision_model`, `gallery_id`).
+    #[serde(flatten)]
+    pub hints: ImageHints,
     /// For an archive: the workspace folder its members are unpacked into (members keep
     /// their paths under it; the list is the file's text), so the runner decides no path.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -52,13 +55,135 @@ impl AttachmentRef {
             read_policy: "owner_checked_upload",
             width: dimensions.map(|d| d.0),
             height: dimensions.map(|d| d.1),
+            hints: ImageHints::default(),
             workspace_folder: None,
         }
+    }
+
+    /// The reference of an image, with what the web app said of it.
+    pub fn with_hints(mut self, hints: ImageHints) -> Self {
+        self.hints = hints;
+        self
     }
 
     /// The reference of an archive, naming the folder it unpacks into.
     pub fn unpacked_into(mut self, folder: String) -> Self {
         self.workspace_folder = Some(folder);
         self
+    }
+}
+
+/// What the web app may say of an uploaded image, kept with it and carried in its
+/// reference: whether the chat shows it to a vision model (`vision`), which model
+/// (`vision_model`), and the gallery it belongs to (`gallery_id`, an id or a hash).
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct ImageHints {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vision: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vision_model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gallery_id: Option<String>,
+}
+
+/// The longest `vision_model` or `gallery_id`.
+pub const MAX_HINT_CHARS: usize = 128;
+
+impl ImageHints {
+    /// The hints as a form or a JSON body gives them (text; `vision` as `true` or
+    /// `false`), refused naming the field. Only an image carries them.
+    pub fn parse(
+        vision: Option<&str>,
+        vision_model: Option<&str>,
+        gallery_id: Option<&str>,
+        is_image: bool,
+    ) -> Result<Self, (&'static str, String)> {
+        let vision = match vision.map(str::trim) {
+            None => None,
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            Some(_) => return Err(("vision", "vision must be true or false".to_owned())),
+        };
+        let vision_model = match vision_model.map(str::trim) {
+            None => None,
+            Some(model)
+                if !model.is_empty()
+                    && model.chars().count() <= MAX_HINT_CHARS
+                    && !model.chars().any(|c| c.is_control() || c.is_whitespace()) =>
+            {
+                Some(model.to_owned())
+            }
+            Some(_) => {
+                return Err((
+                    "vision_model",
+                    format!("vision_model must be a model name of 1 to {MAX_HINT_CHARS} characters without spaces"),
+                ));
+            }
+        };
+        let gallery_id = match gallery_id.map(str::trim) {
+            None => None,
+            Some(id)
+                if !id.is_empty()
+                    && id.len() <= MAX_HINT_CHARS
+                    && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':')) =>
+            {
+                Some(id.to_owned())
+            }
+            Some(_) => {
+                return Err((
+                    "gallery_id",
+                    format!("gallery_id must be 1 to {MAX_HINT_CHARS} letters, digits, '-', '_', '.' or ':'"),
+                ));
+            }
+        };
+        let hints = Self { vision, vision_model, gallery_id };
+        if !is_image && hints != Self::default() {
+            let field = if hints.vision.is_some() {
+                "vision"
+            } else if hints.vision_model.is_some() {
+                "vision_model"
+            } else {
+                "gallery_id"
+            };
+            return Err((field, format!("{field} describes an image; this file is not one")));
+        }
+        Ok(hints)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_image_s_hints_are_checked_and_only_an_image_has_them() {
+        let hints = ImageHints::parse(Some("true"), Some("gpt-4o"), Some("gal_7f3a:01"), true).expect("valid");
+        assert_eq!(hints.vision, Some(true));
+        let reference =
+            AttachmentRef::new(Uuid::nil(), "a.png", "image/png", 1, "00", OffsetDateTime::UNIX_EPOCH, Some((2, 3)))
+                .with_hints(hints);
+        let json = serde_json::to_value(&reference).expect("json");
+        assert_eq!(
+            (json["vision"].clone(), json["vision_model"].clone(), json["gallery_id"].clone()),
+            (serde_json::json!(true), serde_json::json!("gpt-4o"), serde_json::json!("gal_7f3a:01"))
+        );
+        assert_eq!((json["width"].clone(), json["height"].clone()), (serde_json::json!(2), serde_json::json!(3)));
+        let plain = serde_json::to_value(AttachmentRef::new(
+            Uuid::nil(),
+            "a.txt",
+            "text/plain",
+            1,
+            "00",
+            OffsetDateTime::UNIX_EPOCH,
+            None,
+        ))
+        .expect("json");
+        assert!(plain.get("vision").is_none() && plain.get("gallery_id").is_none());
+        assert_eq!(ImageHints::parse(Some("yes"), None, None, true).expect_err("bad").0, "vision");
+        assert_eq!(ImageHints::parse(None, Some("two words"), None, true).expect_err("bad").0, "vision_model");
+        assert_eq!(ImageHints::parse(None, None, Some("../x"), true).expect_err("bad").0, "gallery_id");
+        assert_eq!(ImageHints::parse(None, None, Some(&"a".repeat(129)), true).expect_err("long").0, "gallery_id");
+        assert_eq!(ImageHints::parse(Some("false"), None, None, false).expect_err("not an image").0, "vision");
+        assert_eq!(ImageHints::parse(None, None, None, false), Ok(ImageHints::default()));
     }
 }

@@ -15,7 +15,7 @@ pub mod ingestion;
 pub mod sync;
 pub mod vision;
 
-pub use attachment::AttachmentRef;
+pub use attachment::{AttachmentRef, ImageHints};
 pub use blocking::BlockingPool;
 pub use caller::Caller;
 pub use config::{ArchiveSettings, Config, ConfigError};

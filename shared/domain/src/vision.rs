@@ -113,7 +113,10 @@ impl ImageDescription {
         let changes: Changes = serde_json::from_value(changes.clone()).map_err(|error| {
             let why = error.to_string();
             let why = why.split(" at line").next().unwrap_or(&why).to_owned();
-            ("image_description", format!("must be an object of enabled, provider or endpoint_id, model, secret_id, max_images: {why}"))
+            (
+                "image_description",
+                format!("must be an object of enabled, provider or endpoint_id, model, secret_id, max_images: {why}"),
+            )
         })?;
         let mut merged = current.cloned().unwrap_or(Self {
             enabled: false,

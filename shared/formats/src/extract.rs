@@ -284,44 +284,43 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
     let mut images = options.images.map(ImageCollector::new);
     // Third-party parsers can panic on hostile input (fuzzing found one in calamine's XLS
     // reader); a panic makes the file unreadable instead of failing the request.
-    let read =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), ReadError> {
-            match kind.extension {
-                "pdf" => crate::pdf::pdf(bytes, &mut budget, options, scanner.as_mut(), images.as_mut())
-                    .map(|stats| {
-                        extraction.pages = Some(stats.pages);
-                        extraction.date = stats.date;
-                        extraction.page_starts = stats.page_starts;
-                    }),
-                "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" | "epub" => {
-                    Container::open(bytes, options.limits).map_err(ReadError::from).and_then(|mut container| {
-                        let read = match kind.extension {
-                            "docx" => office::docx(&mut container, &mut budget, options.markdown, images.as_mut()),
-                            "pptx" => office::pptx(&mut container, &mut budget, options.markdown, images.as_mut()),
-                            "odt" | "odp" => {
-                                office::odf_text(&mut container, &mut budget, options.markdown, images.as_mut())
-                            }
-                            "epub" => crate::epub::epub(&mut container, &mut budget, options.markdown),
-                            "ods" => sheets::ods(&mut container, &mut budget, options.markdown)
-                                .map(|s| extraction.cells = Some(s.cells)),
-                            _ => sheets::xlsx(bytes, &mut budget, options.markdown)
-                                .map(|s| extraction.cells = Some(s.cells)),
-                        };
-                        // A package whose properties cannot be read keeps the upload's day.
-                        extraction.date = if read.is_ok() { dates::package_created(&mut container) } else { None };
-                        read
-                    })
-                }
-                "xls" => sheets::xls(bytes, &mut budget, options.markdown).map(|s| extraction.cells = Some(s.cells)),
-                "msg" => crate::msg::msg(bytes, &mut budget).map(|date| extraction.date = date),
-                "doc" => crate::doc::doc(bytes, &mut budget, options.markdown),
-                // An RTF file's text, in the code page it names (Windows-1252 unless it says).
-                "rtf" => budget.push(&crate::markup::rtf_to_text(bytes, encoding_rs::WINDOWS_1252)).or(Ok(())),
-                other => Err(ReadError::Unreadable(format!(
-                    "text extraction for .{other} files is not available in this version"
-                ))),
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), ReadError> {
+        match kind.extension {
+            "pdf" => crate::pdf::pdf(bytes, &mut budget, options, scanner.as_mut(), images.as_mut()).map(|stats| {
+                extraction.pages = Some(stats.pages);
+                extraction.date = stats.date;
+                extraction.page_starts = stats.page_starts;
+            }),
+            "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" | "epub" => {
+                Container::open(bytes, options.limits).map_err(ReadError::from).and_then(|mut container| {
+                    let read = match kind.extension {
+                        "docx" => office::docx(&mut container, &mut budget, options.markdown, images.as_mut()),
+                        "pptx" => office::pptx(&mut container, &mut budget, options.markdown, images.as_mut()),
+                        "odt" | "odp" => {
+                            office::odf_text(&mut container, &mut budget, options.markdown, images.as_mut())
+                        }
+                        "epub" => crate::epub::epub(&mut container, &mut budget, options.markdown),
+                        "ods" => sheets::ods(&mut container, &mut budget, options.markdown)
+                            .map(|s| extraction.cells = Some(s.cells)),
+                        _ => {
+                            sheets::xlsx(bytes, &mut budget, options.markdown).map(|s| extraction.cells = Some(s.cells))
+                        }
+                    };
+                    // A package whose properties cannot be read keeps the upload's day.
+                    extraction.date = if read.is_ok() { dates::package_created(&mut container) } else { None };
+                    read
+                })
             }
-        }));
+            "xls" => sheets::xls(bytes, &mut budget, options.markdown).map(|s| extraction.cells = Some(s.cells)),
+            "msg" => crate::msg::msg(bytes, &mut budget).map(|date| extraction.date = date),
+            "doc" => crate::doc::doc(bytes, &mut budget, options.markdown),
+            // An RTF file's text, in the code page it names (Windows-1252 unless it says).
+            "rtf" => budget.push(&crate::markup::rtf_to_text(bytes, encoding_rs::WINDOWS_1252)).or(Ok(())),
+            other => Err(ReadError::Unreadable(format!(
+                "text extraction for .{other} files is not available in this version"
+            ))),
+        }
+    }));
     let outcome = read.unwrap_or_else(|_| Err(ReadError::Unreadable("the parser failed on this file".to_owned())));
     match outcome {
         Ok(()) => {

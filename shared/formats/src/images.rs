@@ -236,7 +236,8 @@ mod tests {
     use super::*;
 
     fn png(width: u32, height: u32, shade: u8) -> Vec<u8> {
-        let image = image::RgbImage::from_fn(width, height, |x, y| image::Rgb([shade, (x % 256) as u8, (y % 256) as u8]));
+        let image =
+            image::RgbImage::from_fn(width, height, |x, y| image::Rgb([shade, (x % 256) as u8, (y % 256) as u8]));
         let mut bytes = Vec::new();
         image::DynamicImage::ImageRgb8(image)
             .write_to(&mut std::io::Cursor::new(&mut bytes), image::ImageFormat::Png)
@@ -259,10 +260,7 @@ mod tests {
         // The wide one is sent at most MAX_SIDE on its longer side.
         assert_eq!((found[1].width, found[1].height), (1024, 51));
         assert_ne!(found[0].sha256, found[1].sha256);
-        assert_eq!(
-            skipped,
-            [(SkipReason::TooSmall, 1), (SkipReason::OverMaxImages, 1), (SkipReason::Undecodable, 1)]
-        );
+        assert_eq!(skipped, [(SkipReason::TooSmall, 1), (SkipReason::OverMaxImages, 1), (SkipReason::Undecodable, 1)]);
         // What crosses to the parse function survives the trip.
         let json = serde_json::to_string(&found[0]).expect("serialised");
         assert_eq!(serde_json::from_str::<FoundImage>(&json).expect("read back"), found[0]);

@@ -889,7 +889,11 @@ fn offer_pictures(
 }
 
 /// An OOXML part's internal relationships: id to the part it names.
-fn relationships(container: &mut Container<'_>, folder: &str, file: &str) -> Result<HashMap<String, String>, ReadError> {
+fn relationships(
+    container: &mut Container<'_>,
+    folder: &str,
+    file: &str,
+) -> Result<HashMap<String, String>, ReadError> {
     let rels = crate::container::part_path(folder, &format!("_rels/{file}.rels")).unwrap_or_default();
     let mut targets = HashMap::new();
     if !container.contains(&rels) {

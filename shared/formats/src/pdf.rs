@@ -13,10 +13,10 @@
 
 use crate::budget::{Stop, TextBudget};
 use crate::dates::{DateSource, OwnDate};
-use crate::markdown::MarkdownWriter;
-use crate::office::ReadError;
 use crate::extract::ExtractOptions;
 use crate::images::ImageCollector;
+use crate::markdown::MarkdownWriter;
+use crate::office::ReadError;
 use crate::pdf_structure::{Figure, Style, TextPage};
 use crate::scan::Scanner;
 use image::GrayImage;

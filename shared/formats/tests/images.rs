@@ -7,9 +7,7 @@ use sluice_formats::{ExtractOptions, Extraction, check_upload, extract};
 
 fn read(name: &str, bytes: &[u8], markdown: bool, max_images: u32) -> Extraction {
     let accepted = check_upload(name, None, bytes).unwrap_or_else(|r| panic!("{name} refused: {r:?}"));
-    let options = ExtractOptions::new(200_000)
-        .with_markdown(markdown)
-        .with_images(Some(ImageOptions { max_images }));
+    let options = ExtractOptions::new(200_000).with_markdown(markdown).with_images(Some(ImageOptions { max_images }));
     extract(accepted.kind, bytes, &options).unwrap_or_else(|r| panic!("{name} refused: {r:?}"))
 }
 

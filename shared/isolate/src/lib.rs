@@ -139,7 +139,8 @@ impl Extractor {
             .map_err(IsolateError::Spawn)?;
         // JSON escapes a character to at most six bytes; images go as base64 (four bytes for
         // three); the rest is the envelope.
-        let images = options.images.map_or(0, |_| sluice_formats::images::MAX_DOCUMENT_IMAGE_BYTES as u64 / 3 * 4 + (1 << 20));
+        let images =
+            options.images.map_or(0, |_| sluice_formats::images::MAX_DOCUMENT_IMAGE_BYTES as u64 / 3 * 4 + (1 << 20));
         let reply_cap = options.max_chars as u64 * 6 + images + (1 << 20);
         let ended = supervise(child, &job, bytes, hard_time_limit, reply_cap);
         Ok(answer(kind, ended, hard_time_limit, self.memory_bytes))

@@ -15,3 +15,8 @@ CREATE TABLE rag_image_descriptions (
     created_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (kb_id, image_sha256, model)
 );
+
+-- What the web app says of an uploaded image, carried in its attachment reference.
+ALTER TABLE chat_files ADD COLUMN vision boolean;
+ALTER TABLE chat_files ADD COLUMN vision_model text;
+ALTER TABLE chat_files ADD COLUMN gallery_id text;

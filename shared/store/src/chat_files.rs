@@ -2,7 +2,7 @@
 //! another user is indistinguishable from no row.
 
 use crate::{Db, StoreError};
-use sluice_domain::FileContent;
+use sluice_domain::{FileContent, ImageHints};
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -24,6 +24,8 @@ pub struct ChatFile {
     pub parse_note: Option<String>,
     pub width: Option<i32>,
     pub height: Option<i32>,
+    /// What the web app said of an image.
+    pub hints: ImageHints,
     pub message_id: Option<Uuid>,
     pub created_at: OffsetDateTime,
 }
@@ -36,6 +38,7 @@ pub struct NewChatFile {
     pub filename: String,
     pub storage_path: String,
     pub content: FileContent,
+    pub hints: ImageHints,
 }
 
 /// A presigned upload's intent: a `pending` row awaiting its bytes until `expires_at`.
@@ -49,6 +52,7 @@ pub struct NewUploadIntent {
     pub storage_path: String,
     pub file_type: String,
     pub expires_at: OffsetDateTime,
+    pub hints: ImageHints,
 }
 
 /// A row the parse step looks up by the key of a landed object.
@@ -60,7 +64,8 @@ pub struct LandedFile {
 }
 
 const COLUMNS: &str = "id, user_id, filename, mime_type, size, storage_path, file_type, status, preview, \
-                       checksum_sha256, rejection, parse_note, width, height, message_id, created_at";
+                       checksum_sha256, rejection, parse_note, width, height, message_id, created_at, vision, \
+                       vision_model, gallery_id";
 
 fn from_row(row: &Row) -> ChatFile {
     ChatFile {
@@ -78,6 +83,11 @@ fn from_row(row: &Row) -> ChatFile {
         parse_note: row.get("parse_note"),
         width: row.get("width"),
         height: row.get("height"),
+        hints: ImageHints {
+            vision: row.get("vision"),
+            vision_model: row.get("vision_model"),
+            gallery_id: row.get("gallery_id"),
+        },
         message_id: row.get("message_id"),
         created_at: row.get("created_at"),
     }
@@ -88,8 +98,8 @@ impl Db {
         let client = self.client().await?;
         let sql = format!(
             "INSERT INTO chat_files (id, user_id, filename, mime_type, size, storage_path, file_type, status, \
-             parsed_content, preview, checksum_sha256, parse_note, width, height) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'ready', $8, $9, $10, $11, $12, $13) RETURNING {COLUMNS}"
+             parsed_content, preview, checksum_sha256, parse_note, width, height, vision, vision_model, gallery_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'ready', $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING {COLUMNS}"
         );
         let c = &file.content;
         let row = client
@@ -109,6 +119,9 @@ impl Db {
                     &c.parse_note,
                     &c.width,
                     &c.height,
+                    &file.hints.vision,
+                    &file.hints.vision_model,
+                    &file.hints.gallery_id,
                 ],
             )
             .await?;
@@ -120,13 +133,26 @@ impl Db {
         let client = self.client().await?;
         let sql = format!(
             "INSERT INTO chat_files (id, user_id, filename, mime_type, size, storage_path, file_type, status, \
-             expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8) RETURNING {COLUMNS}"
+             expires_at, vision, vision_model, gallery_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11) RETURNING {COLUMNS}"
         );
         let i = intent;
         let row = client
             .query_one(
                 &sql,
-                &[&i.id, &i.user_id, &i.filename, &i.mime_type, &i.size, &i.storage_path, &i.file_type, &i.expires_at],
+                &[
+                    &i.id,
+                    &i.user_id,
+                    &i.filename,
+                    &i.mime_type,
+                    &i.size,
+                    &i.storage_path,
+                    &i.file_type,
+                    &i.expires_at,
+                    &i.hints.vision,
+                    &i.hints.vision_model,
+                    &i.hints.gallery_id,
+                ],
             )
             .await?;
         Ok(from_row(&row))

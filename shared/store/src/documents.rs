@@ -495,7 +495,12 @@ impl Db {
     }
 
     /// The description of an image (its bytes' SHA-256) a collection already has from `model`.
-    pub async fn image_description(&self, kb_id: Uuid, sha256: &str, model: &str) -> Result<Option<String>, StoreError> {
+    pub async fn image_description(
+        &self,
+        kb_id: Uuid,
+        sha256: &str,
+        model: &str,
+    ) -> Result<Option<String>, StoreError> {
         let client = self.client().await?;
         let row = client
             .query_opt(

@@ -23,8 +23,7 @@ pub use connect::{
 pub use credentials::{EmbeddingEndpoint, SealedValue, SecretMeta};
 pub use documents::{
     Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, ParsedText, Stage,
-    SyncOrigin, Turn,
-    WriteOutcome,
+    SyncOrigin, Turn, WriteOutcome,
 };
 pub use knowledge::{Claim, Claimant, GrantedBase, KnowledgeBase};
 pub use migrate::{MigrationReport, OnlineUpgrades, SCHEMA_VERSION};

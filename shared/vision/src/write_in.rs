@@ -66,7 +66,11 @@ pub fn write_in(parsed: Parsed, format: OutputFormat, placed: &[Placed]) -> Pars
     out.push_str(&text[copied..]);
     // Everything after an insertion moves by what was written in before it.
     let shift = |at: usize, moves_at: &dyn Fn(u32) -> bool| -> usize {
-        at + inserted.iter().filter(|(o, _, page)| *o < at || (*o == at && moves_at(*page))).map(|(_, n, _)| n).sum::<usize>()
+        at + inserted
+            .iter()
+            .filter(|(o, _, page)| *o < at || (*o == at && moves_at(*page)))
+            .map(|(_, n, _)| n)
+            .sum::<usize>()
     };
     for (page, start) in &mut page_starts {
         let this_page = *page;
@@ -101,7 +105,8 @@ mod tests {
     fn a_description_stands_as_a_block_where_its_image_was_and_pages_keep_their_words() {
         // Page 1 ends with a picture; page 2 starts at the same offset.
         let text = "Page one text.\n\nPage two text.".to_owned();
-        let parsed = Parsed { text, page_starts: vec![(1, 0), (2, 16)], ocr_spans: vec![(16, 30)], image_spans: vec![] };
+        let parsed =
+            Parsed { text, page_starts: vec![(1, 0), (2, 16)], ocr_spans: vec![(16, 30)], image_spans: vec![] };
         let out = write_in(parsed, OutputFormat::Markdown, &[place(16, 1, "A chart [of] ships.")]);
         assert_eq!(out.text, "Page one text.\n\n![Image: A chart \\[of\\] ships.](#image-1)\n\nPage two text.");
         assert_eq!(&out.text[out.page_starts[1].1..], "Page two text.");
