@@ -202,6 +202,9 @@ ENV
     # Below Linux's ephemeral range (32768-60999), so no outgoing connection holds it.
     echo "export SLUICE_TEST_PAGE_ADDR=127.0.0.1:31010"
     echo "export SLUICE_ALLOWED_ORIGINS=http://127.0.0.1:31010"
+    # LlamaParse is the tests' stand-in at a fixed address; a delivery polls its job for 3 s.
+    echo "export SLUICE_LLAMAPARSE_URL=http://127.0.0.1:31011 SLUICE_LLAMAPARSE_STAND_IN_ADDR=127.0.0.1:31011"
+    echo "export SLUICE_PARSER_POLL_SECS=3"
   fi
 }
 

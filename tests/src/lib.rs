@@ -4,6 +4,7 @@
 
 pub mod browser;
 pub mod contract;
+pub mod llamaparse_stand_in;
 pub mod stub;
 pub mod vectors;
 pub mod vision_stand_in;

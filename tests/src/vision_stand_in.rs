@@ -113,19 +113,9 @@ impl VisionStandIn {
         let stand_in =
             Self { base_url: format!("http://127.0.0.1:{port}/v1"), prefix: prefix.to_owned(), log: Arc::default() };
         let serving = stand_in.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let serving = serving.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |request: Request<hyper::body::Incoming>| {
-                        let serving = serving.clone();
-                        async move { Ok::<_, Infallible>(serving.answer(request).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
+        serve(listener, move |request| {
+            let serving = serving.clone();
+            async move { serving.answer(request).await }
         });
         stand_in
     }
@@ -176,6 +166,27 @@ impl VisionStandIn {
             }
         }
     }
+}
+
+/// Serves HTTP/1 on `listener` until the test ends, each request answered by `answer`.
+pub(crate) fn serve<F, Fut>(listener: tokio::net::TcpListener, answer: F)
+where
+    F: Fn(Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |request: Request<hyper::body::Incoming>| {
+                    let answer = answer.clone();
+                    async move { Ok::<_, Infallible>(answer(request).await) }
+                });
+                let _ =
+                    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            });
+        }
+    });
 }
 
 /// Checks a request against the chat completions shape; what it carried, or why not.

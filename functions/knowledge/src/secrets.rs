@@ -45,11 +45,15 @@ fn view(meta: SecretMeta) -> SecretView {
     }
 }
 
-/// An embedding API key: its catalog provider and the key.
+/// An API key: for an embedding provider of the catalog, or for LlamaParse (a collection's
+/// cloud parser); and the key.
 fn api_key(body: &serde_json::Map<String, serde_json::Value>) -> Result<(String, String), KnowledgeError> {
     let provider = fields::required_text(body, "provider")?;
     match catalog::provider(&provider) {
-        None => return Err(invalid("provider", format!("{provider:?} is not in the embedding catalog"))),
+        None if provider == "llamaparse" => {}
+        None => {
+            return Err(invalid("provider", format!("{provider:?} is not in the embedding catalog, nor llamaparse")));
+        }
         Some(p) if p.keyless => return Err(invalid("provider", format!("{provider} is keyless and takes no key"))),
         Some(_) => {}
     }

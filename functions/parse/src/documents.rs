@@ -9,10 +9,10 @@
 
 use crate::{ParseError, State};
 use sluice_blob::BlobError;
-use sluice_domain::ingestion::{IngestionConfig, OutputFormat};
+use sluice_domain::ingestion::{IngestionConfig, OutputFormat, Parser};
 use sluice_domain::vision::ImageDescription;
 use sluice_formats::images::ImageOptions;
-use sluice_formats::{ExtractOptions, OcrOptions};
+use sluice_formats::{ExtractOptions, Extraction, OcrOptions};
 use sluice_queue::jobs::{DocumentJob, STAGE_LEASE};
 use sluice_store::{Document, PARSE_DOCUMENT_TOPIC, ParsedText, Stage, Turn};
 use sluice_vision::Parsed;
@@ -144,7 +144,14 @@ fn document_options(config: &sluice_domain::Config, ingestion: &IngestionConfig)
     options
 }
 
-/// Extracts a document's text, stores it and sends the ingest job.
+/// The first `max_chars` characters of `text`, with the left-out marker.
+fn cut(text: &str, max_chars: usize) -> String {
+    let end = text.char_indices().nth(max_chars).map_or(text.len(), |(at, _)| at);
+    format!("{}{}", &text[..end], sluice_formats::left_out_marker(max_chars))
+}
+
+/// Extracts a document's text (with Sluice's parsers or the collection's cloud parser),
+/// stores it and sends the ingest job.
 pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes::Bytes) -> Result<(), ParseError> {
     let Some(kind) = sluice_formats::kind_for_filename(&document.filename) else {
         return fail(state, document, "UnsupportedFormat", "ingestion cannot read this format").await;
@@ -153,14 +160,31 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
     // Only the reading settings are used here, and no model changes them.
     let ingestion = IngestionConfig::from_stored(Some(&document.ingestion_config), None).unwrap_or_default();
     let options = document_options(&state.config, &ingestion);
-    let extractor = state.extractor.clone();
-    let extracted =
-        state.pool.run(move || extractor.extract(kind, &bytes, &options)).await.map_err(|_| ParseError::Blocking)??;
-    let extraction = match extracted {
-        Ok(extraction) => extraction,
-        Err(refusal) => {
-            let advice = format!("{}; upload a file that is what its name says", refusal.message);
-            return fail(state, document, refusal.code.as_str(), &advice).await;
+    let mut parser_pages = None;
+    let extraction = if ingestion.parser == Parser::Llamaparse {
+        match crate::llamaparse::parse(state, document, &ingestion, bytes).await? {
+            crate::llamaparse::Outcome::Parsed { text, page_starts, pages_billed } => {
+                parser_pages = Some(pages_billed);
+                let truncated = text.chars().count() > max_chars;
+                let text = if truncated { cut(&text, max_chars) } else { text };
+                let page_starts = page_starts.into_iter().map(|(page, at)| (page, at.min(text.len()))).collect();
+                Extraction { text: Some(text), truncated, page_starts, markdown: true, ..Extraction::default() }
+            }
+            crate::llamaparse::Outcome::Failed { kind, advice } => return fail(state, document, kind, &advice).await,
+        }
+    } else {
+        let extractor = state.extractor.clone();
+        let extracted = state
+            .pool
+            .run(move || extractor.extract(kind, &bytes, &options))
+            .await
+            .map_err(|_| ParseError::Blocking)??;
+        match extracted {
+            Ok(extraction) => extraction,
+            Err(refusal) => {
+                let advice = format!("{}; upload a file that is what its name says", refusal.message);
+                return fail(state, document, refusal.code.as_str(), &advice).await;
+            }
         }
     };
     let low_confidence_lines = extraction.ocr_low_confidence_lines.unwrap_or(0);
@@ -205,6 +229,7 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
         own_date: own_date.map(|own| (own.date, own.source.as_str())),
         image_spans: &image_spans,
         images: described.report,
+        parser_pages,
     };
     if !state.db.set_parsed_path(document.id, &recorded).await? {
         // Deleted while it was parsed: what was just written is garbage. The removal is

@@ -11,6 +11,7 @@
 mod documents;
 mod error;
 mod images;
+mod llamaparse;
 pub mod sync;
 
 pub use error::ParseError;

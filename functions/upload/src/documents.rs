@@ -16,7 +16,7 @@ use lambda_http::{Body, Request, Response};
 use serde_json::json;
 use sha2::Digest;
 use sluice_domain::access::{self, Access};
-use sluice_domain::ingestion::{IngestionConfig, IngestionConfigError};
+use sluice_domain::ingestion::{IngestionConfig, IngestionConfigError, LLAMAPARSE_FILETYPES, Parser};
 use sluice_domain::{Caller, safe_filename};
 use sluice_store::{Accepted, DOCUMENT_UPLOAD_PREFIX, Document, KnowledgeBase, PARSE_DOCUMENT_TOPIC};
 use sluice_web::json_response;
@@ -96,6 +96,7 @@ pub async fn ingest(
     let accepted = sluice_formats::check_upload(&file.filename, file.declared_mime.as_deref(), &file.bytes)
         .map_err(UploadError::Refused)?;
     let config = chunking(state, caller, &base, fields.get("ingestion")).await?;
+    parser_reads(&config, &file.filename)?;
     let unit = organizational_unit(fields.get("organizational_unit"))?;
     let replace_previous = match fields.get("replace").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
         None | Some("" | "false" | "0") => false,
@@ -136,6 +137,8 @@ pub async fn ingest(
         ocr_low_confidence_lines: 0,
         image_spans: Vec::new(),
         images: None,
+        parser_job: None,
+        parser_pages: None,
         page_starts: Vec::new(),
         // Checked above, before the row exists.
         bytes_judged: true,
@@ -191,6 +194,21 @@ async fn chunking(
         return Err(UploadError::InvalidFields { message: format!("{field}: {why}"), fields: vec![(field, why)] });
     }
     Ok(merged)
+}
+
+/// A collection read by LlamaParse takes only the formats LlamaParse reads.
+fn parser_reads(config: &IngestionConfig, filename: &str) -> Result<(), UploadError> {
+    let extension = filename.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
+    if config.parser == Parser::Llamaparse && !LLAMAPARSE_FILETYPES.contains(&extension.as_str()) {
+        return Err(UploadError::invalid(
+            "file",
+            format!(
+                "{filename:?} is not a format LlamaParse reads, and this collection parses with it; \
+                 GET /rag/supported-formats?parser=llamaparse lists them"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The form's unit: trimmed; blank is none.
@@ -296,6 +314,7 @@ pub async fn create_intent(
         Some(value) => Some(value.to_string()),
     };
     let config = chunking(state, caller, &base, override_text.as_ref()).await?;
+    parser_reads(&config, &filename)?;
     let unit_text = match body.get("organizational_unit") {
         None | Some(serde_json::Value::Null) => None,
         Some(serde_json::Value::String(unit)) => Some(unit.clone()),
@@ -344,6 +363,8 @@ pub async fn create_intent(
         ocr_low_confidence_lines: 0,
         image_spans: Vec::new(),
         images: None,
+        parser_job: None,
+        parser_pages: None,
         page_starts: Vec::new(),
         // Judged only when they land.
         bytes_judged: false,
@@ -430,17 +451,35 @@ async fn dispatch(state: &AppState, outbox_id: Uuid, id: Uuid) {
     }
 }
 
-/// `GET /rag/supported-formats`: exactly what ingestion can route here.
-pub fn supported_formats() -> Response<Body> {
+/// `GET /rag/supported-formats`: exactly what ingestion can route here; with
+/// `?parser=llamaparse`, what a collection read by LlamaParse takes.
+pub fn supported_formats(parser: Option<&str>) -> Result<Response<Body>, UploadError> {
     let dotted = |e: &str| format!(".{e}");
-    let extensions: Vec<String> = sluice_formats::ingestible_extensions().into_iter().map(dotted).collect();
+    let llamaparse = match parser {
+        None | Some("sluice") => false,
+        Some("llamaparse") => true,
+        Some(_) => return Err(UploadError::invalid("parser", "parser must be sluice or llamaparse")),
+    };
+    let extensions: Vec<String> = sluice_formats::ingestible_extensions()
+        .into_iter()
+        .filter(|e| !llamaparse || LLAMAPARSE_FILETYPES.contains(e))
+        .map(dotted)
+        .collect();
+    if llamaparse {
+        return Ok(json_response(
+            200,
+            &json!({"parser": "llamaparse", "formats": extensions,
+                "output_formats": {"markdown": extensions, "text": []}, "default_output_format": "markdown"}),
+        ));
+    }
     let markdown: Vec<String> = sluice_formats::kinds::MARKDOWN_EXTENSIONS.iter().map(|e| dotted(e)).collect();
-    json_response(
+    Ok(json_response(
         200,
         &json!({
+            "parser": "sluice",
             "formats": extensions,
             "output_formats": {"markdown": markdown, "text": extensions},
             "default_output_format": sluice_domain::ingestion::OutputFormat::default().as_str(),
         }),
-    )
+    ))
 }

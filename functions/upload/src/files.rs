@@ -101,7 +101,7 @@ pub async fn upload(state: &AppState, caller: &Caller, request: Request) -> Resu
     let field = |name: &str| fields.get(name).map(String::as_str);
     let hints =
         ImageHints::parse(field("vision"), field("vision_model"), field("gallery_id"), content.file_type == "image")
-            .map_err(|(name, why)| UploadError::invalid(name, &why))?;
+            .map_err(|(name, why)| UploadError::invalid(name, why))?;
 
     let id = Uuid::new_v4();
     let storage_path = format!("media/{}/{}_{}", caller.user_id, id.simple(), safe_filename(&file.filename));

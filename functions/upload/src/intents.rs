@@ -75,7 +75,7 @@ pub async fn create(state: &AppState, caller: &Caller, request: &Request) -> Res
     let (vision, vision_model, gallery_id) = (text(&body.vision), text(&body.vision_model), text(&body.gallery_id));
     let is_image = kind.file_type == sluice_formats::FileType::Image;
     let hints = ImageHints::parse(vision.as_deref(), vision_model.as_deref(), gallery_id.as_deref(), is_image)
-        .map_err(|(name, why)| UploadError::invalid(name, &why))?;
+        .map_err(|(name, why)| UploadError::invalid(name, why))?;
     let id = Uuid::new_v4();
     let ttl = Duration::from_secs(state.config.upload_intent_ttl_secs);
     let expires_at = OffsetDateTime::now_utc() + ttl;

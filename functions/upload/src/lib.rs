@@ -161,7 +161,10 @@ pub async fn handle(state: &AppState, request: Request) -> Response<Body> {
                 documents::ingest(state, &caller, documents::Target::Collection(name), request).await
             }
             Route::NoSuchBase => Err(UploadError::NotFound("collection")),
-            Route::SupportedFormats => Ok(documents::supported_formats()),
+            Route::SupportedFormats => {
+                let query = lambda_http::RequestExt::query_string_parameters(&request);
+                documents::supported_formats(query.first("parser"))
+            }
             Route::RetryDocument(id) => documents::retry(state, &caller, id).await,
             Route::DeleteDocument(id) => documents::delete(state, &caller, id).await,
             Route::Document(id) => readback::get(state, &caller, id).await,

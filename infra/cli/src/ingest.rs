@@ -145,6 +145,8 @@ async fn one_file(
         ocr_low_confidence_lines: 0,
         image_spans: Vec::new(),
         images: None,
+        parser_job: None,
+        parser_pages: None,
         page_starts: Vec::new(),
         bytes_judged: true,
         created_at: now,

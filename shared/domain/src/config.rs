@@ -43,6 +43,9 @@ pub struct Config {
     /// `SLUICE_DOCUMENT_PARSE_SECS`: how long reading one knowledge-base document may take
     /// (OCR spends it page by page; pages it cannot reach are named as not read).
     pub document_parse_time_limit: std::time::Duration,
+    /// `SLUICE_PARSER_POLL_SECS`: how long one delivery polls a cloud parser's job before it
+    /// hands the message back to be polled again (default: the parse time above).
+    pub parser_poll_time_limit: std::time::Duration,
     /// `CHAT_OCR_MAX_PAGES`: the most scanned pages OCRed from a chat upload (0: none).
     pub chat_ocr_max_pages: u32,
     /// `SLUICE_INGEST_MAX_RECEIVES`: the delivery on which a failure that might pass later
@@ -238,6 +241,9 @@ impl Config {
             ingest_max_receives: number("SLUICE_INGEST_MAX_RECEIVES", 5)?.clamp(1, 1000) as u32,
             document_parse_time_limit: std::time::Duration::from_secs(
                 number("SLUICE_DOCUMENT_PARSE_SECS", DEFAULT_DOCUMENT_PARSE_SECS)?.clamp(5, 840),
+            ),
+            parser_poll_time_limit: std::time::Duration::from_secs(
+                number("SLUICE_PARSER_POLL_SECS", DEFAULT_DOCUMENT_PARSE_SECS)?.clamp(1, 840),
             ),
             chat_ocr_max_pages: number("CHAT_OCR_MAX_PAGES", 3)?.min(1000) as u32,
             max_chunks_per_document: number("SLUICE_MAX_CHUNKS_PER_DOCUMENT", DEFAULT_MAX_CHUNKS_PER_DOCUMENT)?

@@ -79,6 +79,23 @@ impl OutputFormat {
     }
 }
 
+/// Which parser reads a collection's documents: Sluice's own, or LlamaParse's cloud API
+/// with the organization's key (`llamaparse_secret_id`), billed to it per page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Parser {
+    #[default]
+    Sluice,
+    Llamaparse,
+}
+
+/// The file types LlamaParse reads among those Sluice ingests (its documented formats);
+/// `GET /rag/supported-formats?parser=llamaparse` lists them.
+pub const LLAMAPARSE_FILETYPES: &[&str] = &[
+    "csv", "doc", "docx", "epub", "gif", "html", "jpeg", "jpg", "md", "odp", "ods", "odt", "pdf", "png", "pptx", "rtf",
+    "tif", "tiff", "txt", "webp", "xls", "xlsm", "xlsx",
+];
+
 /// A complete, valid ingestion configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IngestionConfig {
@@ -100,6 +117,12 @@ pub struct IngestionConfig {
     /// Whether and how the images in documents are described (`crate::vision`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_description: Option<ImageDescription>,
+    /// Which parser reads the documents.
+    #[serde(default)]
+    pub parser: Parser,
+    /// The organization's LlamaParse key, from its vault (for `parser: llamaparse`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llamaparse_secret_id: Option<uuid::Uuid>,
 }
 
 impl Default for IngestionConfig {
@@ -115,6 +138,8 @@ impl Default for IngestionConfig {
             chunk_context: ChunkContext::default(),
             output_format: OutputFormat::default(),
             image_description: None,
+            parser: Parser::default(),
+            llamaparse_secret_id: None,
         }
     }
 }
@@ -172,6 +197,15 @@ impl IngestionConfig {
                     merged.image_description = ImageDescription::merged(merged.image_description.as_ref(), value)
                         .map_err(|(field, why)| image_refusal(field, why))?;
                 }
+                "parser" => {
+                    merged.parser = serde_json::from_value(value.clone())
+                        .map_err(|_| IngestionConfigError::one(key, "must be sluice or llamaparse"))?;
+                }
+                "llamaparse_secret_id" => {
+                    merged.llamaparse_secret_id = serde_json::from_value(value.clone()).map_err(|_| {
+                        IngestionConfigError::one(key, "must be the id of a key in your vault, or null")
+                    })?;
+                }
                 other => return Err(IngestionConfigError::one(other, "is not an ingestion setting")),
             }
         }
@@ -227,6 +261,12 @@ impl IngestionConfig {
         }
         if self.max_pages == 0 || self.max_pages > MAX_PAGES_CEILING {
             return Err(IngestionConfigError::one("max_pages", format!("must be between 1 and {MAX_PAGES_CEILING}")));
+        }
+        if self.parser == Parser::Llamaparse && self.llamaparse_secret_id.is_none() {
+            return Err(IngestionConfigError::one(
+                "llamaparse_secret_id",
+                "llamaparse reads with your organization's key: name a LlamaParse key from your vault",
+            ));
         }
         if self.chunk_overlap >= self.chunk_size {
             let why =
@@ -356,6 +396,8 @@ mod tests {
             (json!({"ocr_dpi": 600}), "ingestion_config.ocr_dpi", "between 72 and 400"),
             (json!({"max_pages": 0}), "ingestion_config.max_pages", "between 1 and 2000"),
             (json!({"auto_ocr": "yes"}), "ingestion_config.auto_ocr", "true or false"),
+            (json!({"parser": "acme"}), "ingestion_config.parser", "sluice or llamaparse"),
+            (json!({"parser": "llamaparse"}), "ingestion_config.llamaparse_secret_id", "LlamaParse key"),
         ] {
             let refused = IngestionConfig::merged(base.clone(), &changes).expect_err("refused");
             assert_eq!(refused.fields[0].0, field);

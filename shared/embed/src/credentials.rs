@@ -12,11 +12,6 @@ use sluice_vault::{Binding, Sealed, Vault, VaultError};
 pub struct ApiKey(String);
 
 impl ApiKey {
-    /// A key the vault opened.
-    pub fn new(value: String) -> Self {
-        Self(value)
-    }
-
     pub fn expose(&self) -> &str {
         &self.0
     }
@@ -139,4 +134,54 @@ pub async fn resolve_key(db: &Db, vault: &Vault, base: &KnowledgeBase) -> Result
         Err(VaultError::Unopenable) => Ok(KeyResolution::NoKey(NoKey::Unopenable)),
         Err(error) => Err(ResolveError::KeyService(error)),
     }
+}
+
+/// The organization's API key `secret_id`, opened, for a use other than a base's
+/// embeddings (describing images, a cloud parser); `None` when it is gone, another
+/// organization's, not an API key, for another provider than `provider` (when given), or
+/// does not open.
+pub async fn open_api_key(
+    db: &Db,
+    vault: &Vault,
+    org: Option<uuid::Uuid>,
+    secret_id: uuid::Uuid,
+    provider: Option<&str>,
+) -> Result<Option<ApiKey>, ResolveError> {
+    let Some((meta, sealed)) = db.sealed_secret(secret_id).await? else { return Ok(None) };
+    if meta.org_id != org || meta.kind != sluice_vault::API_KEY || provider.is_some_and(|p| p != meta.provider) {
+        return Ok(None);
+    }
+    let sealed = Sealed { sealed_key: sealed.sealed_key, nonce: sealed.nonce, ciphertext: sealed.ciphertext };
+    match vault.open(Binding::stored(secret_id, meta.org_id, &meta.kind, meta.kind_bound), &sealed).await {
+        Ok(value) => Ok(Some(ApiKey(value))),
+        Err(VaultError::Unopenable) => Ok(None),
+        Err(error) => Err(ResolveError::KeyService(error)),
+    }
+}
+
+/// Whether `caller` may lend the API key `secret_id` to something of `org` for `provider`
+/// (any provider when `None`): why not, when not. A key the caller may not see is refused
+/// exactly as a missing one.
+pub async fn lendable_api_key(
+    db: &Db,
+    caller: &sluice_domain::Caller,
+    org: Option<uuid::Uuid>,
+    secret_id: uuid::Uuid,
+    provider: Option<&str>,
+) -> Result<Result<(), String>, StoreError> {
+    let Some(secret) = db.lendable_secret(caller, org, secret_id).await? else {
+        return Ok(Err("the vault holds no such key that you can use".to_owned()));
+    };
+    if secret.kind != sluice_vault::API_KEY {
+        return Ok(Err(format!("the key is {}, not an API key", secret.kind)));
+    }
+    if let Some(provider) = provider
+        && secret.provider != provider
+    {
+        return Ok(Err(format!(
+            "the key is for {}, not {provider}: a key goes only to its own provider",
+            secret.provider
+        )));
+    }
+    Ok(Ok(()))
 }

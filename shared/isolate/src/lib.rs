@@ -211,7 +211,7 @@ fn cores() -> u64 {
 /// How a worker ended.
 #[derive(Debug)]
 enum Ended {
-    Replied(Reply),
+    Replied(Box<Reply>),
     Killed,
     Crashed { out_of_memory: bool },
 }
@@ -245,7 +245,7 @@ fn supervise(mut child: Child, job: &Job, bytes: &[u8], hard_time_limit: Duratio
         match status {
             None => Ended::Killed,
             Some(status) if status.success() => match reply {
-                Some(reply) => Ended::Replied(reply),
+                Some(reply) => Ended::Replied(Box::new(reply)),
                 None => Ended::Crashed { out_of_memory: false },
             },
             Some(_) => Ended::Crashed { out_of_memory: says_out_of_memory(&errors) },
@@ -298,8 +298,12 @@ fn says_out_of_memory(stderr: &[u8]) -> bool {
 
 fn answer(kind: &FileKind, ended: Ended, hard_time_limit: Duration, memory_bytes: u64) -> Result<Extraction, Refusal> {
     let reason = match ended {
-        Ended::Replied(Reply::Extracted(extraction)) => return Ok(extraction),
-        Ended::Replied(Reply::Refused(refusal)) => return Err(refusal),
+        Ended::Replied(reply) => {
+            return match *reply {
+                Reply::Extracted(extraction) => Ok(extraction),
+                Reply::Refused(refusal) => Err(refusal),
+            };
+        }
         Ended::Killed => format!(
             "reading the file ran past the {}-second hard limit and was stopped",
             hard_time_limit.as_secs_f64().ceil()

@@ -61,6 +61,10 @@ pub struct Document {
     pub image_spans: Vec<(usize, usize)>,
     /// How many images were described and skipped, with why (when description was on).
     pub images: Option<serde_json::Value>,
+    /// A cloud parser's job for the document (LlamaParse), and when it was started.
+    pub parser_job: Option<(String, OffsetDateTime)>,
+    /// The pages a cloud parser parsed (and billed).
+    pub parser_pages: Option<i32>,
     /// Whether the stored bytes passed the upload check (a presigned upload's only once
     /// they land and are checked): only judged bytes are ever handed out.
     pub bytes_judged: bool,
@@ -72,7 +76,8 @@ const DOCUMENT_COLUMNS: &str = "id, collection_name, kb_id, org_id, owner_id, fi
     mime_type, status, error_message, vector_document_id, chunk_count, storage_path, parsed_path, \
     organizational_unit, source, document_date, content_hash, ingestion_config, replace_previous, created_at, \
     completed_at, source_path, sync_source_id, sync_run_id, source_etag, replaces_document_id, ocr_spans, date_source, \
-    truncated_chunks, bytes_judged, parsed_format, ocr_low_confidence_lines, page_starts, image_spans, images";
+    truncated_chunks, bytes_judged, parsed_format, ocr_low_confidence_lines, page_starts, image_spans, images, parser_job_id, \
+    parser_job_started_at, parser_pages";
 
 fn document(row: &Row) -> Document {
     Document {
@@ -121,6 +126,8 @@ fn document(row: &Row) -> Document {
             .and_then(|v| serde_json::from_value(v).ok())
             .unwrap_or_default(),
         images: row.get("images"),
+        parser_job: row.get::<_, Option<String>>("parser_job_id").zip(row.get("parser_job_started_at")),
+        parser_pages: row.get("parser_pages"),
         bytes_judged: row.get("bytes_judged"),
         created_at: row.get("created_at"),
         completed_at: row.get("completed_at"),
@@ -140,6 +147,8 @@ pub struct ParsedText<'a> {
     pub own_date: Option<(Date, &'a str)>,
     pub image_spans: &'a [(usize, usize)],
     pub images: Option<serde_json::Value>,
+    /// The pages a cloud parser parsed.
+    pub parser_pages: Option<u32>,
 }
 
 /// Where a synced document came from: the source whose credential fetches it, the run
@@ -190,6 +199,7 @@ impl Document {
             "has_text": self.parsed_path.is_some(),
             "ocr": ocr,
             "images": self.images,
+            "parser_pages": self.parser_pages,
             "source": self.source,
             "source_path": self.source_path,
             "document_date": self.document_date.to_string(),
@@ -476,7 +486,8 @@ impl Db {
             .execute(
                 "UPDATE rag_documents SET parsed_path = $2, parsed_format = $6, ocr_spans = $3, \
                  ocr_low_confidence_lines = $7, page_starts = $8, document_date = coalesce($4, document_date), \
-                 date_source = coalesce($5, date_source), image_spans = $9, images = $10 WHERE id = $1",
+                 date_source = coalesce($5, date_source), image_spans = $9, images = $10, parser_pages = $11 \
+                 WHERE id = $1",
                 &[
                     &id,
                     &parsed.path,
@@ -488,10 +499,24 @@ impl Db {
                     &pages,
                     &image_spans,
                     &parsed.images,
+                    &parsed.parser_pages.map(|p| i32::try_from(p).unwrap_or(i32::MAX)),
                 ],
             )
             .await?;
         Ok(updated == 1)
+    }
+
+    /// Records the cloud parser's job for a document being parsed: a later delivery polls it
+    /// instead of sending the file again.
+    pub async fn set_parser_job(&self, id: Uuid, job_id: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "UPDATE rag_documents SET parser_job_id = $2, parser_job_started_at = now() WHERE id = $1",
+                &[&id, &job_id],
+            )
+            .await?;
+        Ok(())
     }
 
     /// The description of an image (its bytes' SHA-256) a collection already has from `model`.

@@ -28,7 +28,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (17, "keyword_search", include_str!("../migrations/0017_keyword_search.sql")),
     (18, "keyword_statistics", include_str!("../migrations/0018_keyword_statistics.sql")),
     (19, "output_format", include_str!("../migrations/0019_output_format.sql")),
-    (20, "image_description", include_str!("../migrations/0020_image_description.sql")),
+    (20, "providers", include_str!("../migrations/0020_providers.sql")),
 ];
 
 /// The schema version this build's code is written against.

@@ -6,9 +6,10 @@
 use crate::client::VisionTarget;
 use sluice_domain::Caller;
 use sluice_domain::vision::{self, ImageDescription};
-use sluice_embed::credentials::ApiKey;
+pub use sluice_embed::credentials::ResolveError;
+use sluice_embed::credentials::open_api_key;
 use sluice_store::{Db, StoreError};
-use sluice_vault::{Binding, Sealed, Vault, VaultError};
+use sluice_vault::Vault;
 use uuid::Uuid;
 
 /// A refusal of the setting, naming its field under `ingestion_config.image_description`.
@@ -29,19 +30,9 @@ pub async fn check_lendable(
     setting: &ImageDescription,
 ) -> Result<Result<(), Refused>, StoreError> {
     if let Some(secret_id) = setting.secret_id {
-        let Some(secret) = db.lendable_secret(caller, org, secret_id).await? else {
-            return Ok(Err(refused("secret_id", "the vault holds no such key that you can use")));
-        };
-        if secret.kind != sluice_vault::API_KEY {
-            return Ok(Err(refused("secret_id", format!("the key is {}, not an API key", secret.kind))));
-        }
-        if let Some(provider) = &setting.provider
-            && &secret.provider != provider
-        {
-            return Ok(Err(refused(
-                "secret_id",
-                format!("the key is for {}, not {provider}: a key goes only to its own provider", secret.provider),
-            )));
+        let provider = setting.provider.as_deref();
+        if let Err(why) = sluice_embed::credentials::lendable_api_key(db, caller, org, secret_id, provider).await? {
+            return Ok(Err(refused("secret_id", why)));
         }
     }
     if let Some(endpoint_id) = setting.endpoint_id {
@@ -56,9 +47,10 @@ pub async fn check_lendable(
     Ok(Ok(()))
 }
 
-/// Checks the image description a request's ingestion `changes` name, as merged into
-/// `merged`, for what it lends (`check_lendable`). A setting the request leaves alone was
-/// checked when it was given, and is not asked again.
+/// Checks what a request's ingestion `changes` lend, as merged into `merged`: the image
+/// description's key and endpoint (`check_lendable`), and the cloud parser's key (an API key
+/// for `llamaparse` the caller can see). A setting the request leaves alone was checked when
+/// it was given, and is not asked again.
 pub async fn check_requested(
     db: &Db,
     caller: &Caller,
@@ -66,8 +58,14 @@ pub async fn check_requested(
     changes: Option<&serde_json::Value>,
     merged: &sluice_domain::ingestion::IngestionConfig,
 ) -> Result<Result<(), Refused>, StoreError> {
-    let named = changes.and_then(|c| c.get("image_description")).is_some_and(|d| !d.is_null());
-    match (&merged.image_description, named) {
+    let named = |field: &str| changes.and_then(|c| c.get(field)).is_some_and(|d| !d.is_null());
+    if let (Some(secret_id), true) = (merged.llamaparse_secret_id, named("llamaparse_secret_id")) {
+        let lendable = sluice_embed::credentials::lendable_api_key(db, caller, org, secret_id, Some("llamaparse"));
+        if let Err(why) = lendable.await? {
+            return Ok(Err(("ingestion_config.llamaparse_secret_id".to_owned(), why)));
+        }
+    }
+    match (&merged.image_description, named("image_description")) {
         (Some(setting), true) => check_lendable(db, caller, org, setting).await,
         _ => Ok(Ok(())),
     }
@@ -90,15 +88,6 @@ impl Unusable {
     }
 }
 
-/// A failure worth retrying: the database or the key service did not answer.
-#[derive(Debug, thiserror::Error)]
-pub enum ResolveError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("the key service did not answer")]
-    KeyService(#[source] VaultError),
-}
-
 /// Where `setting` (on, for a document of `org`) describes, with its key opened.
 pub async fn target_for(
     db: &Db,
@@ -107,7 +96,7 @@ pub async fn target_for(
     setting: &ImageDescription,
 ) -> Result<Result<VisionTarget, Unusable>, ResolveError> {
     let api_key = match setting.secret_id {
-        Some(secret_id) => match open_key(db, vault, org, secret_id, setting.provider.as_deref()).await? {
+        Some(secret_id) => match open_api_key(db, vault, org, secret_id, setting.provider.as_deref()).await? {
             Some(key) => Some(key),
             None => return Ok(Err(Unusable::NoKey)),
         },
@@ -128,25 +117,4 @@ pub async fn target_for(
         return Ok(Err(Unusable::NoKey));
     }
     Ok(Ok(VisionTarget { base_url, model: setting.model.clone(), api_key, openai }))
-}
-
-/// The organization's API key `secret_id`, opened; `None` when it is gone, another's, not
-/// an API key, for another provider, or does not open.
-async fn open_key(
-    db: &Db,
-    vault: &Vault,
-    org: Option<Uuid>,
-    secret_id: Uuid,
-    provider: Option<&str>,
-) -> Result<Option<ApiKey>, ResolveError> {
-    let Some((meta, sealed)) = db.sealed_secret(secret_id).await? else { return Ok(None) };
-    if meta.org_id != org || meta.kind != sluice_vault::API_KEY || provider.is_some_and(|p| p != meta.provider) {
-        return Ok(None);
-    }
-    let sealed = Sealed { sealed_key: sealed.sealed_key, nonce: sealed.nonce, ciphertext: sealed.ciphertext };
-    match vault.open(Binding::stored(secret_id, meta.org_id, &meta.kind, meta.kind_bound), &sealed).await {
-        Ok(value) => Ok(Some(ApiKey::new(value))),
-        Err(VaultError::Unopenable) => Ok(None),
-        Err(error) => Err(ResolveError::KeyService(error)),
-    }
 }

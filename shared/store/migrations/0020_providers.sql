@@ -20,3 +20,10 @@ CREATE TABLE rag_image_descriptions (
 ALTER TABLE chat_files ADD COLUMN vision boolean;
 ALTER TABLE chat_files ADD COLUMN vision_model text;
 ALTER TABLE chat_files ADD COLUMN gallery_id text;
+
+-- A document read by LlamaParse (`ingestion_config.parser`): its job, so a delivery that
+-- outlives the job polls it again instead of uploading again; when the job was started; and
+-- the pages LlamaParse parsed (billed per page).
+ALTER TABLE rag_documents ADD COLUMN parser_job_id text;
+ALTER TABLE rag_documents ADD COLUMN parser_job_started_at timestamptz;
+ALTER TABLE rag_documents ADD COLUMN parser_pages integer;
