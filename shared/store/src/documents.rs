@@ -818,15 +818,16 @@ impl Db {
         })
     }
 
-    /// Puts a failed document back to `processing` (clearing its failure and parsed text)
-    /// with a new parse job in the outbox; `None` unless it had failed.
+    /// Puts a failed document back to `processing` (clearing its failure, parsed text and
+    /// any cloud parser's job, which a retry sends again) with a new parse job in the outbox; `None` unless it had failed.
     pub async fn retry_document(&self, id: Uuid) -> Result<Option<Uuid>, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         let reopened = tx
             .execute(
                 "UPDATE rag_documents SET status = 'processing', error_message = NULL, completed_at = NULL, \
-                 parsed_path = NULL, attempt_started_at = now(), parse_started_at = NULL, ingest_started_at = NULL \
+                 parsed_path = NULL, attempt_started_at = now(), parse_started_at = NULL, ingest_started_at = NULL, \
+                 parser_job_id = NULL, parser_job_started_at = NULL \
                  WHERE id = $1 AND status = 'error' AND storage_path IS NOT NULL",
                 &[&id],
             )
