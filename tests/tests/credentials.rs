@@ -152,7 +152,7 @@ async fn a_base_moves_between_providers_but_never_changes_its_model_or_width() {
         answer["ingestion_config"],
         json!({"chunk_size": 1200, "chunk_overlap": 200, "chunking_strategy": "recursive",
             "chunk_context": "title_and_headings", "output_format": "markdown", "auto_ocr": true,
-            "ocr_languages": ["eng"], "ocr_dpi": 150, "max_pages": 1000})
+            "ocr_languages": ["eng"], "ocr_dpi": 150, "max_pages": 1000, "parser": "sluice"})
     );
 }
 

@@ -233,6 +233,28 @@ pub fn joined(pages: &[(u32, String)]) -> (String, Vec<(u32, usize)>) {
 mod tests {
     use super::*;
 
+    fn answer(status: u16, body: &str) -> reqwest::Response {
+        reqwest::Response::from(http::Response::builder().status(status).body(body.to_owned()).expect("response"))
+    }
+
+    #[tokio::test]
+    async fn each_refusal_reads_as_what_it_means_and_only_unavailability_is_retried() {
+        for (status, body, meant) in [
+            (401, "Invalid API Key", LlamaError::BadKey),
+            (403, "", LlamaError::BadKey),
+            (402, "Payment required", LlamaError::PlanExhausted),
+            (429, "You have exhausted your credits", LlamaError::PlanExhausted),
+            (429, "Too many requests", LlamaError::Unavailable),
+            (503, "", LlamaError::Unavailable),
+            (400, "Unsupported file type", LlamaError::FileRefused),
+        ] {
+            let error = refusal(answer(status, body)).await;
+            assert_eq!(error, meant, "{status} {body}");
+            assert_eq!(error.is_transient(), meant == LlamaError::Unavailable);
+            assert!(!error.advice().to_ascii_lowercase().contains(&body.to_ascii_lowercase()) || body.is_empty());
+        }
+    }
+
     #[test]
     fn pages_join_into_one_text_that_says_where_each_begins() {
         let pages = vec![(1, "# Title\n\nIntro.".to_owned()), (2, "  ".to_owned()), (3, "Page three.\n".to_owned())];
