@@ -45,3 +45,19 @@ fn a_text_past_the_model_limit_is_truncated_not_refused() {
     assert_eq!(vectors[0].len(), DIMENSIONS);
     assert_eq!(tokens, sluice_embedder::model::MAX_TOKENS);
 }
+
+#[test]
+fn texts_of_many_lengths_come_back_in_order_as_each_would_alone() {
+    let embedder = embedder();
+    let texts: Vec<String> =
+        (0..40).map(|i| format!("Berth {i} is dredged to {} metres. ", i % 7).repeat(1 + (i * 7) % 13)).collect();
+    let (together, tokens) = embedder.embed(&texts).expect("embedded");
+    assert_eq!(together.len(), texts.len());
+    let mut alone_tokens = 0;
+    for (text, vector) in texts.iter().zip(&together) {
+        let (alone, read) = embedder.embed(std::slice::from_ref(text)).expect("embedded");
+        alone_tokens += read;
+        assert!(cosine(&alone[0], vector) > 1.0 - 1e-5, "{text}");
+    }
+    assert_eq!(tokens, alone_tokens, "every text's tokens counted once");
+}

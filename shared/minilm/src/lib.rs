@@ -14,6 +14,8 @@ pub const MAX_TOKENS: usize = 256;
 pub const DIMENSIONS: usize = 384;
 /// The model id the service answers to.
 pub const MODEL_ID: &str = "all-minilm-l6-v2";
+/// The most texts embedded in one padded batch.
+pub const MAX_BATCH_ROWS: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -89,8 +91,35 @@ impl Embedder {
         Ok(Self { model, tokenizer, device })
     }
 
-    /// One unit vector per text, in order.
+    /// One unit vector per text, in order, and the tokens read. The texts are embedded in
+    /// batches of similar length — sorted by length, a batch closed when its longest text
+    /// would be more than a quarter longer than its shortest, or at [`MAX_BATCH_ROWS`] — so
+    /// little padding is computed (a batch is padded to its longest text).
     pub fn embed(&self, texts: &[String]) -> Result<(Vec<Vec<f32>>, usize), ModelError> {
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        let mut vectors: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        let mut tokens = 0;
+        let mut start = 0;
+        while start < order.len() {
+            let shortest = texts[order[start]].len().max(1);
+            let mut end = start + 1;
+            while end < order.len() && end - start < MAX_BATCH_ROWS && texts[order[end]].len() * 4 <= shortest * 5 {
+                end += 1;
+            }
+            let batch: Vec<String> = order[start..end].iter().map(|&i| texts[i].clone()).collect();
+            let (embedded, read) = self.embed_batch(&batch)?;
+            tokens += read;
+            for (&index, vector) in order[start..end].iter().zip(embedded) {
+                vectors[index] = vector;
+            }
+            start = end;
+        }
+        Ok((vectors, tokens))
+    }
+
+    /// One batch, padded to its longest text.
+    fn embed_batch(&self, texts: &[String]) -> Result<(Vec<Vec<f32>>, usize), ModelError> {
         if texts.is_empty() {
             return Ok((Vec::new(), 0));
         }
