@@ -11,6 +11,7 @@ use crate::{ParseError, State};
 use sluice_blob::BlobError;
 use sluice_domain::ingestion::{IngestionConfig, OutputFormat, Parser};
 use sluice_domain::vision::ImageDescription;
+use sluice_formats::budget::TextBudget;
 use sluice_formats::images::ImageOptions;
 use sluice_formats::{ExtractOptions, Extraction, OcrOptions};
 use sluice_queue::jobs::{DocumentJob, STAGE_LEASE};
@@ -144,12 +145,6 @@ fn document_options(config: &sluice_domain::Config, ingestion: &IngestionConfig)
     options
 }
 
-/// The first `max_chars` characters of `text`, with the left-out marker.
-fn cut(text: &str, max_chars: usize) -> String {
-    let end = text.char_indices().nth(max_chars).map_or(text.len(), |(at, _)| at);
-    format!("{}{}", &text[..end], sluice_formats::left_out_marker(max_chars))
-}
-
 /// Extracts a document's text (with Sluice's parsers or the collection's cloud parser),
 /// stores it and sends the ingest job.
 pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes::Bytes) -> Result<(), ParseError> {
@@ -165,8 +160,9 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
         match crate::llamaparse::parse(state, document, &ingestion, bytes).await? {
             crate::llamaparse::Outcome::Parsed { text, page_starts, pages_billed } => {
                 parser_pages = Some(pages_billed);
-                let truncated = text.chars().count() > max_chars;
-                let text = if truncated { cut(&text, max_chars) } else { text };
+                let mut budget = TextBudget::new(max_chars, state.config.document_parse_time_limit);
+                let _ = budget.push(&text);
+                let (text, truncated) = budget.finish();
                 let page_starts = page_starts.into_iter().map(|(page, at)| (page, at.min(text.len()))).collect();
                 Extraction { text: Some(text), truncated, page_starts, markdown: true, ..Extraction::default() }
             }

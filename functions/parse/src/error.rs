@@ -26,3 +26,12 @@ pub enum ParseError {
     #[error("the next job could not be sent: {0}")]
     Dispatch(String),
 }
+
+impl From<sluice_embed::credentials::ResolveError> for ParseError {
+    fn from(error: sluice_embed::credentials::ResolveError) -> Self {
+        match error {
+            sluice_embed::credentials::ResolveError::Store(error) => Self::Store(error),
+            sluice_embed::credentials::ResolveError::KeyService(error) => Self::KeyService(error.to_string()),
+        }
+    }
+}

@@ -15,7 +15,7 @@ use sluice_domain::ingestion::OutputFormat;
 use sluice_domain::vision::ImageDescription;
 use sluice_formats::images::{FoundImage, SkipReason};
 use sluice_store::Document;
-use sluice_vision::{Parsed, Placed, VisionError, target::ResolveError};
+use sluice_vision::{Parsed, Placed, VisionError};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -24,11 +24,6 @@ use std::time::Instant;
 pub(crate) struct Described {
     pub parsed: Parsed,
     pub report: Option<serde_json::Value>,
-}
-
-/// Why the worker skipped an image, as the document reports it.
-fn worker_reason(reason: SkipReason) -> String {
-    serde_json::to_value(reason).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 pub(crate) async fn describe(
@@ -40,15 +35,10 @@ pub(crate) async fn describe(
     (found, skipped): (Vec<FoundImage>, Vec<(SkipReason, u32)>),
 ) -> Result<Described, ParseError> {
     let Some(setting) = setting else { return Ok(Described { parsed, report: None }) };
-    let mut reasons: BTreeMap<String, u32> = skipped.into_iter().map(|(r, n)| (worker_reason(r), n)).collect();
+    let mut reasons: BTreeMap<String, u32> = skipped.into_iter().map(|(r, n)| (r.as_str().to_owned(), n)).collect();
     let mut placed = Vec::new();
     if !found.is_empty() {
-        let target = match sluice_vision::target_for(&state.db, &state.vault, document.org_id, setting).await {
-            Ok(target) => target,
-            Err(ResolveError::Store(error)) => return Err(error.into()),
-            Err(ResolveError::KeyService(error)) => return Err(ParseError::KeyService(error.to_string())),
-        };
-        match target {
+        match sluice_vision::target_for(&state.db, &state.vault, document.org_id, setting).await? {
             Err(unusable) => count(&mut reasons, unusable.reason(), found.len() as u32),
             Ok(target) => {
                 let client = sluice_embed::http_client();

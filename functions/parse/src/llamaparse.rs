@@ -5,7 +5,7 @@
 
 use crate::{ParseError, State};
 use sluice_domain::ingestion::IngestionConfig;
-use sluice_embed::credentials::{ApiKey, ResolveError};
+use sluice_embed::credentials::ApiKey;
 use sluice_llamaparse::{JobStatus, LlamaError};
 use sluice_store::Document;
 use std::time::{Duration, Instant};
@@ -95,17 +95,6 @@ pub(crate) async fn parse(
 /// The collection's LlamaParse key, opened; `None` when it cannot be used.
 async fn key(state: &State, document: &Document, ingestion: &IngestionConfig) -> Result<Option<ApiKey>, ParseError> {
     let Some(secret_id) = ingestion.llamaparse_secret_id else { return Ok(None) };
-    let opened = sluice_embed::credentials::open_api_key(
-        &state.db,
-        &state.vault,
-        document.org_id,
-        secret_id,
-        Some("llamaparse"),
-    )
-    .await;
-    match opened {
-        Ok(key) => Ok(key),
-        Err(ResolveError::Store(error)) => Err(error.into()),
-        Err(ResolveError::KeyService(error)) => Err(ParseError::KeyService(error.to_string())),
-    }
+    let (db, vault) = (&state.db, &state.vault);
+    Ok(sluice_embed::credentials::open_api_key(db, vault, document.org_id, secret_id, Some("llamaparse")).await?)
 }

@@ -198,8 +198,8 @@ async fn chunking(
 
 /// A collection read by LlamaParse takes only the formats LlamaParse reads.
 fn parser_reads(config: &IngestionConfig, filename: &str) -> Result<(), UploadError> {
-    let extension = filename.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
-    if config.parser == Parser::Llamaparse && !LLAMAPARSE_FILETYPES.contains(&extension.as_str()) {
+    let extension = sluice_formats::kind_for_filename(filename).map(|kind| kind.extension).unwrap_or_default();
+    if config.parser == Parser::Llamaparse && !LLAMAPARSE_FILETYPES.contains(&extension) {
         return Err(UploadError::invalid(
             "file",
             format!(

@@ -128,10 +128,20 @@ pub async fn resolve_key(db: &Db, vault: &Vault, base: &KnowledgeBase) -> Result
     if meta.org_id != base.org_id || meta.provider != base.embedding_provider {
         return Ok(KeyResolution::NoKey(NoKey::NotThisCollections));
     }
+    Ok(open(vault, secret_id, &meta, sealed).await?.map_or(KeyResolution::NoKey(NoKey::Unopenable), KeyResolution::Key))
+}
+
+/// A stored key's value, unsealed under its binding; `None` when it does not open.
+async fn open(
+    vault: &Vault,
+    secret_id: uuid::Uuid,
+    meta: &sluice_store::SecretMeta,
+    sealed: sluice_store::SealedValue,
+) -> Result<Option<ApiKey>, ResolveError> {
     let sealed = Sealed { sealed_key: sealed.sealed_key, nonce: sealed.nonce, ciphertext: sealed.ciphertext };
     match vault.open(Binding::stored(secret_id, meta.org_id, &meta.kind, meta.kind_bound), &sealed).await {
-        Ok(value) => Ok(KeyResolution::Key(ApiKey(value))),
-        Err(VaultError::Unopenable) => Ok(KeyResolution::NoKey(NoKey::Unopenable)),
+        Ok(value) => Ok(Some(ApiKey(value))),
+        Err(VaultError::Unopenable) => Ok(None),
         Err(error) => Err(ResolveError::KeyService(error)),
     }
 }
@@ -151,12 +161,7 @@ pub async fn open_api_key(
     if meta.org_id != org || meta.kind != sluice_vault::API_KEY || provider.is_some_and(|p| p != meta.provider) {
         return Ok(None);
     }
-    let sealed = Sealed { sealed_key: sealed.sealed_key, nonce: sealed.nonce, ciphertext: sealed.ciphertext };
-    match vault.open(Binding::stored(secret_id, meta.org_id, &meta.kind, meta.kind_bound), &sealed).await {
-        Ok(value) => Ok(Some(ApiKey(value))),
-        Err(VaultError::Unopenable) => Ok(None),
-        Err(error) => Err(ResolveError::KeyService(error)),
-    }
+    open(vault, secret_id, &meta, sealed).await
 }
 
 /// Whether `caller` may lend the API key `secret_id` to something of `org` for `provider`

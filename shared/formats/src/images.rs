@@ -52,6 +52,20 @@ pub enum SkipReason {
     OverImageBudget,
 }
 
+impl SkipReason {
+    /// The reason as the document reports it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TooSmall => "too_small",
+            Self::OverMaxImages => "over_max_images",
+            Self::Undecodable => "undecodable",
+            Self::TooLarge => "too_large",
+            Self::NotInFile => "not_in_file",
+            Self::OverImageBudget => "over_image_budget",
+        }
+    }
+}
+
 /// An image to describe: where it goes, its bytes as sent and their hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FoundImage {
@@ -113,10 +127,7 @@ impl ImageCollector {
             return;
         }
         match imagesize::blob_size(bytes) {
-            Ok(size) if !worth_describing(size.width as u64, size.height as u64) => self.skip(SkipReason::TooSmall),
-            Ok(size) if (size.width as u64) * (size.height as u64) > MAX_DECODED_PIXELS => {
-                self.skip(SkipReason::TooLarge)
-            }
+            Ok(size) if !self.wants(side(size.width), side(size.height)) => {}
             Ok(_) => match decode(bytes) {
                 Some(image) => self.offer_decoded(image, offset),
                 None => self.skip(SkipReason::Undecodable),
@@ -192,6 +203,11 @@ impl ImageCollector {
         let found = self.found.into_iter().map(|image| FoundImage { offset: image.offset.min(text_len), ..image });
         (found.collect(), self.skipped.into_iter().collect())
     }
+}
+
+/// A side as the header gives it, saturated (a header may claim any size).
+fn side(pixels: usize) -> u32 {
+    u32::try_from(pixels).unwrap_or(u32::MAX)
 }
 
 fn worth_describing(width: u64, height: u64) -> bool {

@@ -32,8 +32,6 @@ mod check;
 mod extract;
 
 pub use check::{Accepted, Refusal, RefusalCode, check_declared, check_upload};
-pub use extract::{
-    DEFAULT_TIME_LIMIT, ExtractOptions, Extraction, PREVIEW_MAX_CHARS, extract, left_out_marker, preview,
-};
+pub use extract::{DEFAULT_TIME_LIMIT, ExtractOptions, Extraction, PREVIEW_MAX_CHARS, extract, preview};
 pub use kinds::{FileKind, FileType, ingestible, ingestible_extensions, kind_for_filename};
 pub use scan::OcrOptions;
