@@ -167,6 +167,15 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
                 Extraction { text: Some(text), truncated, page_starts, markdown: true, ..Extraction::default() }
             }
             crate::llamaparse::Outcome::Failed { kind, advice } => return fail(state, document, kind, &advice).await,
+            crate::llamaparse::Outcome::Pending => {
+                let again = serde_json::json!({"document_id": document.id});
+                let delay = i32::try_from(state.config.parser_poll_time_limit.as_secs()).unwrap_or(i32::MAX);
+                return state
+                    .dispatcher
+                    .send_later(PARSE_DOCUMENT_TOPIC, &again, delay)
+                    .await
+                    .map_err(|e| ParseError::Dispatch(e.to_string()));
+            }
         }
     } else {
         let extractor = state.extractor.clone();

@@ -19,8 +19,8 @@ pub enum ParseError {
     Blocking,
     #[error("a sync source's bucket could not be read: {0}")]
     Source(#[from] sluice_sources::SourceError),
-    #[error("the cloud parser has not finished; polled again on the next delivery")]
-    ParserPending,
+    #[error("the cloud parser did not answer")]
+    ParserUnavailable,
     #[error("the key service did not answer: {0}")]
     KeyService(String),
     #[error("the next job could not be sent: {0}")]

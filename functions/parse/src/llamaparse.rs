@@ -1,7 +1,10 @@
 //! A document of a collection whose parser is LlamaParse: the original is sent once with
-//! the organization's key, the job polled for `SLUICE_PARSER_POLL_SECS`, and a job that outlives it
-//! is polled again by the next delivery (the job's id is on the row), never uploaded again.
-//! A job still unfinished [`JOB_GIVE_UP`] after it started fails the document.
+//! the organization's key, the job polled for `SLUICE_PARSER_POLL_SECS`, and a job that
+//! outlives that is polled again by a new parse job sent as many seconds later (the job's id
+//! is on the row), never uploaded again. Sending a new job, rather than failing the delivery,
+//! waits neither for the queue's visibility timeout (90 minutes on AWS) nor spends a receive
+//! of its dead-letter count. A job still unfinished [`JOB_GIVE_UP`] after it started fails
+//! the document.
 
 use crate::{ParseError, State};
 use sluice_domain::ingestion::IngestionConfig;
@@ -18,8 +21,17 @@ const MAX_POLL_WAIT: Duration = Duration::from_secs(5);
 
 /// What LlamaParse made of a document, or why it made nothing.
 pub(crate) enum Outcome {
-    Parsed { text: String, page_starts: Vec<(u32, usize)>, pages_billed: u32 },
-    Failed { kind: &'static str, advice: String },
+    Parsed {
+        text: String,
+        page_starts: Vec<(u32, usize)>,
+        pages_billed: u32,
+    },
+    Failed {
+        kind: &'static str,
+        advice: String,
+    },
+    /// The job has not finished (or its result did not come): poll again later.
+    Pending,
 }
 
 fn failed(error: &LlamaError) -> Outcome {
@@ -59,7 +71,7 @@ pub(crate) async fn parse(
                     state.db.set_parser_job(document.id, &job).await?;
                     job
                 }
-                Err(error) if error.is_transient() => return Err(ParseError::ParserPending),
+                Err(error) if error.is_transient() => return Err(ParseError::ParserUnavailable),
                 Err(error) => return Ok(failed(&error)),
             }
         }
@@ -74,10 +86,10 @@ pub(crate) async fn parse(
             Err(error) if error.is_transient() => {}
             Err(error) => return Ok(failed(&error)),
         }
-        // Out of this delivery's time: the message comes back and polls the same job.
+        // Out of this delivery's time: a later job polls the same one.
         if Instant::now() + wait >= deadline {
-            tracing::info!(id = %document.id, job, "LlamaParse job still running; polled again on the next delivery");
-            return Err(ParseError::ParserPending);
+            tracing::info!(id = %document.id, job, "LlamaParse job still running; polled again later");
+            return Ok(Outcome::Pending);
         }
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(MAX_POLL_WAIT);
@@ -87,7 +99,7 @@ pub(crate) async fn parse(
             let (text, page_starts) = sluice_llamaparse::joined(&result.pages);
             Ok(Outcome::Parsed { text, page_starts, pages_billed: result.pages_billed })
         }
-        Err(error) if error.is_transient() => Err(ParseError::ParserPending),
+        Err(error) if error.is_transient() => Ok(Outcome::Pending),
         Err(error) => Ok(failed(&error)),
     }
 }
