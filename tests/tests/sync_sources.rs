@@ -87,31 +87,40 @@ fn counts(log: &Value) -> [i64; 6] {
     ["total", "ingested", "updated", "skipped", "failed", "removed"].map(|k| log[k].as_i64().expect(k))
 }
 
-/// The base's documents: (source_path, filename, status).
+/// The base's documents: (source_path, filename, status), once the API's listing and the
+/// table agree (a sync may add a row between the two reads).
 async fn documents(stack: &Stack, user: &User, kb: &str) -> Vec<(String, String, String)> {
-    let (status, listed) = stack.call_json(user, Method::GET, &format!("/kb/{kb}/documents?limit=100"), None).await;
-    assert_eq!(status, 200, "{listed}");
-    let mut rows: Vec<_> = stack
-        .db()
-        .await
-        .query(
-            "SELECT coalesce(source_path, ''), filename, status FROM rag_documents WHERE kb_id = $1::text::uuid",
-            &[&kb],
-        )
-        .await
-        .expect("documents")
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect();
-    let listed = listed["documents"].as_array().expect("documents");
-    assert_eq!(rows.len(), listed.len(), "{listed:?}");
-    // A synced document keeps no original, and says so.
-    for document in listed.iter().filter(|d| d["source"] == "s3") {
-        assert_eq!(document["has_file"], false, "{document}");
-        assert!(document["source_path"].as_str().is_some_and(|p| p.starts_with("s3://")), "{document}");
+    let mut tries = 0;
+    loop {
+        let (status, listed) = stack.call_json(user, Method::GET, &format!("/kb/{kb}/documents?limit=100"), None).await;
+        assert_eq!(status, 200, "{listed}");
+        let mut rows: Vec<(String, String, String)> = stack
+            .db()
+            .await
+            .query(
+                "SELECT coalesce(source_path, ''), filename, status FROM rag_documents WHERE kb_id = $1::text::uuid",
+                &[&kb],
+            )
+            .await
+            .expect("documents")
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+        let listed = listed["documents"].as_array().expect("documents");
+        tries += 1;
+        if rows.len() != listed.len() && tries < 20 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            continue;
+        }
+        assert_eq!(rows.len(), listed.len(), "{listed:?}");
+        // A synced document keeps no original, and says so.
+        for document in listed.iter().filter(|d| d["source"] == "s3") {
+            assert_eq!(document["has_file"], false, "{document}");
+            assert!(document["source_path"].as_str().is_some_and(|p| p.starts_with("s3://")), "{document}");
+        }
+        rows.sort();
+        return rows;
     }
-    rows.sort();
-    rows
 }
 
 #[tokio::test]
