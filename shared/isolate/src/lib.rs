@@ -36,9 +36,19 @@ pub const WORKER_ENV: &str = "SLUICE_EXTRACT_WORKER";
 pub const GRACE: Duration = Duration::from_secs(2);
 
 /// The variables a worker gets from its parent: where the parsers' libraries and models are,
-/// where to put temporary files, and the locale. Nothing else.
-pub const WORKER_PASSES_ENV: &[&str] =
-    &["PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PDFIUM_LIB_PATH", "ORT_DYLIB_PATH", "SLUICE_OCR_MODEL_DIR"];
+/// where to put temporary files, the locale, and the function's memory (which sets how many
+/// threads OCR runs: the vCPUs it buys). Nothing else.
+pub const WORKER_PASSES_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "LANG",
+    "LC_ALL",
+    "PDFIUM_LIB_PATH",
+    "ORT_DYLIB_PATH",
+    "SLUICE_OCR_MODEL_DIR",
+    "AWS_LAMBDA_FUNCTION_MEMORY_SIZE",
+];
 
 const MAX_JOB_HEADER_BYTES: u64 = 16 << 10;
 const MAX_STDERR_BYTES: u64 = 16 << 10;

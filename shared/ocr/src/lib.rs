@@ -19,9 +19,9 @@ pub mod layout;
 
 pub use geometry::RotatedRect;
 use image::GrayImage;
-use ort::environment::Environment;
 use ort::session::Session;
 use ort::value::Tensor;
+use sluice_onnx::ort;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
@@ -115,7 +115,6 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-static RUNTIME: OnceLock<Result<Environment, String>> = OnceLock::new();
 static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
 
 /// The process's engine, loaded on first use.
@@ -145,39 +144,19 @@ fn unavailable(what: &str, error: &dyn std::fmt::Display) -> String {
     format!("OCR is not available: {what} ({error}); check the OCR layer, ORT_DYLIB_PATH and SLUICE_OCR_MODEL_DIR")
 }
 
-/// ONNX Runtime, loaded once per process from `ORT_DYLIB_PATH`.
-fn runtime() -> Result<&'static Environment, String> {
-    RUNTIME
-        .get_or_init(|| {
-            let library = std::env::var("ORT_DYLIB_PATH").unwrap_or_else(|_| "libonnxruntime.so".to_owned());
-            ort::init_from(&library)
-                .map_err(|e| unavailable(&format!("ONNX Runtime could not be loaded from {library}"), &e))?
-                .with_name("sluice-ocr")
-                .build()
-                .map_err(|e| unavailable("ONNX Runtime did not start", &e))
-        })
-        .as_ref()
-        .map_err(Clone::clone)
+/// ONNX Runtime, shared with every other model of the process.
+fn runtime() -> Result<(), String> {
+    sluice_onnx::runtime().map(|_| ()).map_err(|reason| unavailable("the runtime", &reason))
 }
 
 fn load() -> Result<Engine, String> {
-    let environment = runtime()?;
+    runtime()?;
     let models = model_dir();
-    // One thread per core the function has: a Lambda's vCPUs are few and all ours.
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = sluice_onnx::threads();
     let session = |file: &str| -> Result<Session, String> {
         let path = models.join(file);
         let bytes = std::fs::read(&path).map_err(|e| unavailable(&format!("{} cannot be read", path.display()), &e))?;
-        Session::builder(environment)
-            .and_then(|builder| builder.with_intra_threads(threads).map_err(ort::Error::<()>::from))
-            .and_then(|builder| builder.with_memory_pattern(false).map_err(ort::Error::<()>::from))
-            .and_then(|builder| {
-                builder
-                    .with_execution_providers([ort::ep::CPU::default().with_arena_allocator(false).build()])
-                    .map_err(ort::Error::<()>::from)
-            })
-            .and_then(|mut builder| builder.commit_from_memory(&bytes))
-            .map_err(|e| unavailable(&format!("{} is not a model ONNX Runtime can run", path.display()), &e))
+        sluice_onnx::session(&bytes, threads).map_err(|e| unavailable(&path.display().to_string(), &e))
     };
     let detector = session(DETECTOR_FILE)?;
     let recognizer = session(RECOGNIZER_FILE)?;
