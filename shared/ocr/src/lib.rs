@@ -140,13 +140,16 @@ fn model_dir() -> PathBuf {
     PathBuf::from(std::env::var("SLUICE_OCR_MODEL_DIR").unwrap_or_else(|_| "models".to_owned()))
 }
 
+/// What to check when OCR cannot start.
+const CHECK: &str = "check the ONNX Runtime and OCR layers, ORT_DYLIB_PATH and SLUICE_OCR_MODEL_DIR";
+
 fn unavailable(what: &str, error: &dyn std::fmt::Display) -> String {
-    format!("OCR is not available: {what} ({error}); check the OCR layer, ORT_DYLIB_PATH and SLUICE_OCR_MODEL_DIR")
+    format!("OCR is not available: {what} ({error}); {CHECK}")
 }
 
 /// ONNX Runtime, shared with every other model of the process.
 fn runtime() -> Result<(), String> {
-    sluice_onnx::runtime().map(|_| ()).map_err(|reason| unavailable("the runtime", &reason))
+    sluice_onnx::runtime().map(|_| ()).map_err(|reason| format!("OCR is not available: {reason}; {CHECK}"))
 }
 
 fn load() -> Result<Engine, String> {
