@@ -64,6 +64,29 @@ def build(weights, config):
         return weights[name].astype(np.float32)
 
     ms = "com.microsoft"
+
+    def linear(source, output, weights_name, prefix, name=None):
+        """A PyTorch Linear's product (its bias joins the next node): x · Wᵀ."""
+        weight = constant(f"{prefix}_weight", w(weights_name + ".weight").T)
+        nodes.append(helper.make_node("MatMul", [source, weight], [output], **({"name": name} if name else {})))
+
+    def skip_norm(source, residual, block, prefix, output):
+        """LayerNorm(source + residual + the preceding Linear's bias), in one fused node."""
+        nodes.append(
+            helper.make_node(
+                "SkipLayerNormalization",
+                [
+                    source,
+                    residual,
+                    constant(f"{prefix}_gamma", w(block + ".LayerNorm.weight")),
+                    constant(f"{prefix}_beta", w(block + ".LayerNorm.bias")),
+                    constant(f"{source}_bias", w(block + ".dense.bias")),
+                ],
+                [output],
+                domain=ms,
+                epsilon=eps,
+            )
+        )
     word = w("embeddings.word_embeddings.weight") + w("embeddings.token_type_embeddings.weight")[0]
     nodes.append(
         helper.make_node(
@@ -99,35 +122,9 @@ def build(weights, config):
                 num_heads=heads,
             )
         )
-        nodes.append(
-            helper.make_node(
-                "MatMul",
-                [f"l{i}_attention", constant(f"l{i}_attention_out_weight", w(p + "attention.output.dense.weight").T)],
-                [f"l{i}_attention_out"],
-            )
-        )
-        nodes.append(
-            helper.make_node(
-                "SkipLayerNormalization",
-                [
-                    f"l{i}_attention_out",
-                    current,
-                    constant(f"l{i}_attention_gamma", w(p + "attention.output.LayerNorm.weight")),
-                    constant(f"l{i}_attention_beta", w(p + "attention.output.LayerNorm.bias")),
-                    constant(f"l{i}_attention_out_bias", w(p + "attention.output.dense.bias")),
-                ],
-                [f"l{i}_attended"],
-                domain=ms,
-                epsilon=eps,
-            )
-        )
-        nodes.append(
-            helper.make_node(
-                "MatMul",
-                [f"l{i}_attended", constant(f"l{i}_intermediate_weight", w(p + "intermediate.dense.weight").T)],
-                [f"l{i}_intermediate"],
-            )
-        )
+        linear(f"l{i}_attention", f"l{i}_attention_out", p + "attention.output.dense", f"l{i}_attention_out")
+        skip_norm(f"l{i}_attention_out", current, p + "attention.output", f"l{i}_attention", f"l{i}_attended")
+        linear(f"l{i}_attended", f"l{i}_intermediate", p + "intermediate.dense", f"l{i}_intermediate")
         nodes.append(
             helper.make_node(
                 "BiasGelu",
@@ -136,29 +133,8 @@ def build(weights, config):
                 domain=ms,
             )
         )
-        nodes.append(
-            helper.make_node(
-                "MatMul",
-                [f"l{i}_activated", constant(f"l{i}_output_weight", w(p + "output.dense.weight").T)],
-                [f"l{i}_output"],
-                name=f"l{i}_down_projection",
-            )
-        )
-        nodes.append(
-            helper.make_node(
-                "SkipLayerNormalization",
-                [
-                    f"l{i}_output",
-                    f"l{i}_attended",
-                    constant(f"l{i}_output_gamma", w(p + "output.LayerNorm.weight")),
-                    constant(f"l{i}_output_beta", w(p + "output.LayerNorm.bias")),
-                    constant(f"l{i}_output_bias", w(p + "output.dense.bias")),
-                ],
-                [f"layer_{i + 1}_input"],
-                domain=ms,
-                epsilon=eps,
-            )
-        )
+        linear(f"l{i}_activated", f"l{i}_output", p + "output.dense", f"l{i}_output", name=f"l{i}_down_projection")
+        skip_norm(f"l{i}_output", f"l{i}_attended", p + "output", f"l{i}_output", f"layer_{i + 1}_input")
         current = f"layer_{i + 1}_input"
 
     # Mean over the real tokens, then unit length — as sentence-transformers pools.
