@@ -356,3 +356,58 @@ async fn an_epub_and_an_rtf_are_knowledge_base_formats() {
     let hits = keyword(&stack, &user, &kb, "ferry leaves quay").await;
     assert_eq!(hits.first().map(|h| h["filename"].clone()), Some(json!("ferry.rtf")), "{hits:?}");
 }
+
+/// A re-index to another output format leaves a document parse's until its new text is
+/// written: a late ingest delivery (a duplicate, or another tenant's giving up its turn)
+/// finds nothing to do, and never publishes the old text as the re-index's.
+#[tokio::test]
+async fn a_document_a_reindex_parses_again_is_never_ingested_from_its_old_text() {
+    use sluice_queue::jobs::{DocumentJob, STAGE_LEASE};
+    use sluice_store::{PARSE_DOCUMENT_TOPIC, ReindexStart, Stage, Turn};
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let created = base(&stack, &user, "Pump notes", json!({"chunk_size": 200, "chunk_overlap": 0})).await;
+    let kb = created["id"].as_str().expect("id").to_owned();
+    let docx = docx_outlined(&[(Some(1), "Pumps"), (None, "Prime the pump before starting it.")]);
+    let accepted = stack.upload_document(&user, &kb, "pumps.docx", &docx).await;
+    let id = Uuid::parse_str(accepted["tracking_id"].as_str().expect("id")).expect("uuid");
+    stack.indexed(&user, &kb).await;
+
+    // The run started as the endpoint starts it, its job held back in the outbox for now.
+    let mut config = created["ingestion_config"].clone();
+    config["output_format"] = json!("text");
+    let store = stack.store(2).await;
+    let kb_id = Uuid::parse_str(&kb).expect("uuid");
+    let ReindexStart::Started { jobs, .. } = store.start_reindex(kb_id, &config).await.expect("start") else {
+        panic!("the re-index did not start")
+    };
+    assert_eq!(jobs.iter().map(|j| j.topic.as_str()).collect::<Vec<_>>(), [PARSE_DOCUMENT_TOPIC]);
+
+    // A late ingest delivery takes no turn and changes nothing.
+    assert_eq!(store.take_turn(id, Stage::Ingest, true, STAGE_LEASE).await.expect("turn"), Turn::NotProcessing);
+    let config = stack.config().await;
+    let blob = sluice_blob::Blob::new(stack.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
+    let ingest = sluice_ingest::State::new(config, stack.store(2).await, blob, stack.kms.clone(), stack.sqs.clone());
+    sluice_ingest::ingest(&ingest, DocumentJob { document_id: id, yields: 0 }, 1).await.expect("acknowledged");
+    let row = stack
+        .db()
+        .await
+        .query_one("SELECT status, parsed_format, reparse_pending FROM rag_documents WHERE id = $1", &[&id])
+        .await
+        .expect("row");
+    let seen: (String, String, bool) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(seen, ("processing".to_owned(), "markdown".to_owned(), true), "still parse's");
+
+    // Its parse job sent (as the endpoint or the sweep sends it): the original read again as
+    // text, then ingested.
+    let payloads: Vec<Value> = jobs.iter().map(|j| j.payload.clone()).collect();
+    stack.sweep_state().await.dispatcher.send_all(PARSE_DOCUMENT_TOPIC, &payloads).await.expect("sent");
+    store.mark_all_dispatched(&jobs.iter().map(|j| j.id).collect::<Vec<_>>()).await.expect("marked");
+    sluice_e2e::eventually("the re-index ends", std::time::Duration::from_secs(90), async || {
+        let (_, ingestion) = stack.call_json(&user, Method::GET, &format!("/kb/{kb}/ingestion"), None).await;
+        ingestion["reindexing"].is_null() && ingestion["indexing_status"] == "complete"
+    })
+    .await;
+    let text = parsed_text(&stack, &user, &id.to_string()).await;
+    assert_eq!((&text["format"], &text["text"]), (&json!("text"), &json!("Pumps\nPrime the pump before starting it.")));
+}

@@ -307,7 +307,8 @@ pub enum Turn {
     Yield {
         instead: Option<Uuid>,
     },
-    /// Deleted, done or failed meanwhile.
+    /// Deleted, done or failed meanwhile, or not the stage's yet (a document a re-index
+    /// parses again is not ingest's until its new text is written).
     NotProcessing,
 }
 
@@ -486,7 +487,8 @@ impl Db {
             .execute(
                 "UPDATE rag_documents SET parsed_path = $2, parsed_format = $6, ocr_spans = $3, \
                  ocr_low_confidence_lines = $7, page_starts = $8, document_date = coalesce($4, document_date), \
-                 date_source = coalesce($5, date_source), image_spans = $9, images = $10, parser_pages = $11 \
+                 date_source = coalesce($5, date_source), image_spans = $9, images = $10, parser_pages = $11, \
+                 reparse_pending = false \
                  WHERE id = $1",
                 &[
                     &id,
@@ -570,20 +572,27 @@ impl Db {
         may_yield: bool,
         lease: std::time::Duration,
     ) -> Result<Turn, StoreError> {
-        // The column a stage stamps, and what a document in the stage (waiting or started)
-        // looks like: parse ends with the parsed text, ingest with the row's status. A
-        // presigned upload (it keeps its deadline) is parsed where its bytes land, judged
-        // there, and never taken by another's delivery.
-        let (started, unfinished) = match stage {
-            Stage::Parse => ("parse_started_at", "d.parsed_path IS NULL AND d.upload_expires_at IS NULL"),
-            Stage::Ingest => ("ingest_started_at", "d.parsed_path IS NOT NULL"),
+        // The column a stage stamps, what a document in the stage (waiting or started)
+        // looks like, and whether this one may be in it: parse ends with the parsed text,
+        // ingest with the row's status. A presigned upload (it keeps its deadline) is parsed
+        // where its bytes land, judged there, and never taken by another's delivery. A
+        // document a re-index parses again is parse's until its new text is written.
+        let (started, unfinished, ready) = match stage {
+            Stage::Parse => (
+                "parse_started_at",
+                "(d.parsed_path IS NULL OR d.reparse_pending) AND d.upload_expires_at IS NULL",
+                "true",
+            ),
+            Stage::Ingest => {
+                ("ingest_started_at", "d.parsed_path IS NOT NULL AND NOT d.reparse_pending", "NOT reparse_pending")
+            }
         };
         let client = self.client().await?;
         let row = client
             .query_opt(
                 &format!(
                     "WITH me AS (SELECT id, COALESCE(org_id, owner_id) AS tenant, {started} AS started \
-                         FROM rag_documents WHERE id = $1 AND status = 'processing'), \
+                         FROM rag_documents WHERE id = $1 AND status = 'processing' AND {ready}), \
                      tenants AS (SELECT COALESCE(d.org_id, d.owner_id) AS tenant, \
                          count(*) FILTER (WHERE d.{started} > now() - make_interval(secs => $3) AND d.id <> $1) AS busy, \
                          bool_or(d.{started} IS NULL AND d.id <> $1) AS waits \
@@ -827,7 +836,7 @@ impl Db {
             .execute(
                 "UPDATE rag_documents SET status = 'processing', error_message = NULL, completed_at = NULL, \
                  parsed_path = NULL, attempt_started_at = now(), parse_started_at = NULL, ingest_started_at = NULL, \
-                 parser_job_id = NULL, parser_job_started_at = NULL \
+                 parser_job_id = NULL, parser_job_started_at = NULL, reparse_pending = false \
                  WHERE id = $1 AND status = 'error' AND storage_path IS NOT NULL",
                 &[&id],
             )

@@ -29,6 +29,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (18, "keyword_statistics", include_str!("../migrations/0018_keyword_statistics.sql")),
     (19, "output_format", include_str!("../migrations/0019_output_format.sql")),
     (20, "providers", include_str!("../migrations/0020_providers.sql")),
+    (21, "reparse_pending", include_str!("../migrations/0021_reparse_pending.sql")),
 ];
 
 /// The schema version this build's code is written against.
