@@ -641,3 +641,42 @@ async fn update_only_ignores_what_is_new_and_full_re_indexes_what_it_matches() {
     assert!(stub.requests() > embedded, "full re-embeds what it matches");
     assert_eq!(documents(&stack, &user, &kb).await.len(), 2);
 }
+
+/// A parse delivery for a synced document already parsed (a duplicate, or one whose turn
+/// another tenant's delivery took) sends only its ingest job: the object is not downloaded
+/// again, and the run's count of downloads stays what it cost.
+#[tokio::test]
+async fn a_parse_job_for_a_synced_document_already_parsed_downloads_nothing() {
+    let stack = Stack::from_env().await;
+    let stub = StubProvider::start(vec![StubProvider::sized()], 384).await;
+    let (user, kb) = editor_and_base(&stack, &stub).await;
+    let bucket = source_bucket(&stack).await;
+    put(&stack, &bucket, "notes/one.md", "The one note of this source.").await;
+    let secret = key_pair(&stack, &user).await;
+    let source = new_source(&stack, &user, &kb, s3_source(&bucket, "notes/", &secret)).await;
+    let first = run(&stack, &user, &kb, &source, None).await;
+    assert_eq!(first["fetched"].as_i64(), Some(1), "{first}");
+    let run_id = Uuid::parse_str(first["id"].as_str().expect("id")).expect("uuid");
+
+    // Parsed, not yet ingested: the window a late parse delivery can land in.
+    let db = stack.db().await;
+    let id: Uuid = db
+        .query_one(
+            "UPDATE rag_documents SET status = 'processing', completed_at = NULL, ingest_started_at = NULL \
+             WHERE kb_id = $1::text::uuid AND sync_run_id = $2 RETURNING id",
+            &[&kb, &run_id],
+        )
+        .await
+        .expect("the synced document, counted to its run")
+        .get(0);
+    let job = json!({"document_id": id});
+    stack.sweep_state().await.dispatcher.send(sluice_store::PARSE_DOCUMENT_TOPIC, &job).await.expect("sent");
+    eventually("the document is ingested again", Duration::from_secs(60), async || {
+        let row = db.query_one("SELECT status FROM rag_documents WHERE id = $1", &[&id]).await.expect("row");
+        row.get::<_, String>(0) == "done"
+    })
+    .await;
+    let fetched: i32 =
+        db.query_one("SELECT fetched FROM sync_logs WHERE id = $1", &[&run_id]).await.expect("log").get(0);
+    assert_eq!(fetched, 1, "downloaded again");
+}

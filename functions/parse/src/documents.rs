@@ -70,6 +70,12 @@ pub async fn parse_document(state: &State, job: DocumentJob) -> Result<(), Parse
 
 /// Parses a document whose turn it is.
 async fn parse_taken(state: &State, document: &Document) -> Result<(), ParseError> {
+    if document.parsed_path.is_some() && !document.reparse_pending {
+        // Parsed already, by another tenant's delivery in this one's turn or by an earlier
+        // delivery that stopped before ingest's job went: that job is all that is left, and
+        // the original (a synced object: a download counted to its run) is not read again.
+        return send_ingest(state, document).await;
+    }
     if document.storage_path.is_none() && document.sync.is_some() {
         return crate::sync::fetch_document(state, document).await;
     }
@@ -246,11 +252,16 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
         tracing::info!(id = %document.id, "document deleted while parsing; its text removed");
         return Ok(());
     }
+    send_ingest(state, document).await?;
+    tracing::info!(id = %document.id, "document parsed; ingest queued");
+    Ok(())
+}
+
+/// Sends a parsed document's ingest job (ingest takes a document once, however often).
+async fn send_ingest(state: &State, document: &Document) -> Result<(), ParseError> {
     state
         .dispatcher
         .send("ingest", &serde_json::json!({"document_id": document.id}))
         .await
-        .map_err(|e| ParseError::Dispatch(e.to_string()))?;
-    tracing::info!(id = %document.id, "document parsed; ingest queued");
-    Ok(())
+        .map_err(|e| ParseError::Dispatch(e.to_string()))
 }

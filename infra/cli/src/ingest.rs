@@ -131,6 +131,7 @@ async fn one_file(
         storage_path: Some(format!("documents/{}/{}/{label}", base.id, id.simple())),
         parsed_path: None,
         parsed_format: None,
+        reparse_pending: false,
         organizational_unit: None,
         source: "operator".to_owned(),
         document_date: now.date(),

@@ -34,6 +34,8 @@ pub struct Document {
     /// How the stored parsed text is written (`None` before it is parsed; text parsed
     /// before the setting existed reads as `text`).
     pub parsed_format: Option<OutputFormat>,
+    /// A re-index is writing the text again in another format: the parsed text is old.
+    pub reparse_pending: bool,
     pub organizational_unit: Option<String>,
     pub source: String,
     pub document_date: Date,
@@ -77,7 +79,7 @@ const DOCUMENT_COLUMNS: &str = "id, collection_name, kb_id, org_id, owner_id, fi
     organizational_unit, source, document_date, content_hash, ingestion_config, replace_previous, created_at, \
     completed_at, source_path, sync_source_id, sync_run_id, source_etag, replaces_document_id, ocr_spans, date_source, \
     truncated_chunks, bytes_judged, parsed_format, ocr_low_confidence_lines, page_starts, image_spans, images, parser_job_id, \
-    parser_job_started_at, parser_pages";
+    parser_job_started_at, parser_pages, reparse_pending";
 
 fn document(row: &Row) -> Document {
     Document {
@@ -102,6 +104,7 @@ fn document(row: &Row) -> Document {
                 _ => OutputFormat::Text,
             }
         }),
+        reparse_pending: row.get("reparse_pending"),
         organizational_unit: row.get("organizational_unit"),
         source: row.get("source"),
         document_date: row.get("document_date"),
