@@ -4,7 +4,7 @@
 # loopback.
 #
 #   stack.sh provision        download and unpack what a fresh machine lacks (cached in .local/)
-#   stack.sh start PROFILE    start PostgreSQL and the emulator for PROFILE (dev or test)
+#   stack.sh start PROFILE    start PostgreSQL and the emulator for PROFILE (dev, test or smoke)
 #   stack.sh stop PROFILE     stop them
 #   stack.sh env PROFILE      print the environment the functions and tests read
 #
@@ -40,7 +40,10 @@ profile_ports() {
           EMBED_PORT=${SLUICE_EMBED_PORT:-3100} ;;
     test) PG_PORT=${SLUICE_PG_PORT:-55329}; AWS_PORT=${SLUICE_AWS_PORT:-54566}; API_PORT=${SLUICE_API_PORT:-53000}
           EMBED_PORT=${SLUICE_EMBED_PORT:-53100} ;;
-    *) echo "unknown profile '$1' (dev or test)" >&2; exit 2 ;;
+    # The arm64 smoke (infra/deploy/smoke): the built functions against a stack of their own.
+    smoke) PG_PORT=${SLUICE_PG_PORT:-56329}; AWS_PORT=${SLUICE_AWS_PORT:-56566}; API_PORT=${SLUICE_API_PORT:-56000}
+          EMBED_PORT=${SLUICE_EMBED_PORT:-56100} ;;
+    *) echo "unknown profile '$1' (dev, test or smoke)" >&2; exit 2 ;;
   esac
 }
 
@@ -245,8 +248,8 @@ start() {
   mkdir -p "$run"
   stop "$profile" quiet
 
-  # A test run starts from an empty database; a dev stack keeps its data.
-  if [ "$profile" = test ] && [ -d "$data" ]; then rm -rf "$data"; fi
+  # A test or smoke run starts from an empty database; a dev stack keeps its data.
+  if [ "$profile" != dev ] && [ -d "$data" ]; then rm -rf "$data"; fi
   local sock; sock="$(dirname "$home")/sock-$profile"
   mkdir -p "$sock" && chown "$PG_USER" "$sock"
   if [ ! -f "$data/PG_VERSION" ]; then
@@ -283,11 +286,14 @@ start() {
 make_tls() {
   local run=$1 bouncer=$2
   mkdir -p "$run/tls"
-  if [ ! -f "$run/tls/ca.pem" ] || [ ! -f "$bouncer/server.pem" ]; then
+  # An authority placed here beforehand is kept (the arm64 smoke brings the one its build trusts).
+  if [ ! -f "$run/tls/ca.pem" ] || [ ! -f "$run/tls/ca.key" ]; then
     log "making the stack's certificate authority"
     openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -days 3650 \
       -subj "/CN=Sluice local CA" -keyout "$run/tls/ca.key" -out "$run/tls/ca.pem" \
       -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+  fi
+  if ! openssl verify -CAfile "$run/tls/ca.pem" "$bouncer/server.pem" >/dev/null 2>&1; then
     openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -subj "/CN=127.0.0.1" \
       -keyout "$bouncer/server.key" -out "$run/tls/server.csr" 2>/dev/null
     printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" \

@@ -28,31 +28,15 @@ async fn serve() -> Result<(), Error> {
     let sdk = sluice_blob::sdk_config().await;
     let s3 = sluice_blob::s3_client(&sdk);
     let kms = aws_sdk_kms::Client::new(&sdk);
-    let bucket = std::env::var("SLUICE_BUCKET").map_err(|_| "SLUICE_BUCKET is missing")?;
-    sluice_local::resources::ensure_bucket(&s3, &bucket).await?;
-    // Browsers PUT presigned uploads and follow download links to the bucket under the
-    // template's own CORS rules.
-    let origins = sluice_local::cors::allowed_origins();
-    sluice_local::resources::put_bucket_cors(&s3, &bucket, &sluice_local::cors::bucket_rules(&origins)).await?;
-    let key = sluice_local::resources::configured_kms_key(&kms).await?;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
-    let mut queue_urls = std::collections::HashMap::new();
-    for spec in sluice_local::resources::QUEUES {
-        let url = sluice_local::resources::ensure_queue(&sqs, spec).await?;
-        tracing::info!(queue = spec.name, url, "queue ready");
-        queue_urls.insert(spec.name, url);
-    }
-    let parse_queue_url = queue_urls.remove("sluice-parse").ok_or("the parse queue is missing")?;
-    let ingest_queue_url = queue_urls.remove("sluice-ingest").ok_or("the ingest queue is missing")?;
-    let teardown_queue_url = queue_urls.remove("sluice-teardown").ok_or("the teardown queue is missing")?;
-    let parse_queue_arn = sluice_local::resources::queue_arn(&sqs, &parse_queue_url).await?;
-    sluice_local::resources::ensure_upload_notifications(
-        &s3,
-        &bucket,
-        &parse_queue_arn,
-        &[sluice_domain::CHAT_UPLOAD_PREFIX, sluice_store::DOCUMENT_UPLOAD_PREFIX],
-    )
-    .await?;
+    let sluice_local::resources::Provisioned {
+        bucket,
+        key,
+        parse_queue_url,
+        parse_queue_arn,
+        ingest_queue_url,
+        teardown_queue_url,
+    } = sluice_local::resources::provision(&s3, &kms, &sqs).await?;
     // The functions read their key from SLUICE_KMS_KEY_ID, as they do in AWS.
     // The queues the functions send jobs to, as template.yaml passes them.
     let config = sluice_domain::Config::from_lookup(|name| match name {
@@ -131,7 +115,7 @@ async fn serve() -> Result<(), Error> {
         upload: sluice_upload::AppState::new(config, db, blob, extractor, sqs),
         authorizer: issuer.authorizer(),
         issuer,
-        cors: sluice_local::cors::api_cors(&origins),
+        cors: sluice_local::cors::api_cors(&sluice_local::cors::allowed_origins()),
     };
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(%addr, bucket, kms_key = key, "sluice-local is serving");

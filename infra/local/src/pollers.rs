@@ -61,28 +61,43 @@ where
         if messages.is_empty() {
             continue;
         }
-        let mut event = SqsEvent::default();
-        event.records = messages.iter().map(|m| to_lambda_message(m, &source)).collect();
-        let response = handler(event).await;
-        let failed: HashSet<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
-        let done: Vec<DeleteMessageBatchRequestEntry> = messages
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.message_id().is_some_and(|id| !failed.contains(id)))
-            .filter_map(|(i, m)| {
-                DeleteMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .set_receipt_handle(m.receipt_handle().map(str::to_owned))
-                    .build()
-                    .ok()
-            })
-            .collect();
-        if done.is_empty() {
-            continue;
-        }
-        if let Err(error) = sqs.delete_message_batch().queue_url(&source.queue_url).set_entries(Some(done)).send().await
-        {
-            tracing::warn!(queue = %source.queue_url, error = ?error, "could not delete handled messages");
-        }
+        let response = handler(event_of(&messages, &source)).await;
+        delete_handled(&sqs, &source, &messages, &response).await;
+    }
+}
+
+/// The event Lambda's SQS event source hands a function for `messages` of `source`.
+pub fn event_of(messages: &[Message], source: &Source) -> SqsEvent {
+    let mut event = SqsEvent::default();
+    event.records = messages.iter().map(|m| to_lambda_message(m, source)).collect();
+    event
+}
+
+/// Deletes the messages of a batch that `response` does not report failed, as Lambda's SQS
+/// event source does; the failed ones come back after the queue's visibility timeout.
+pub async fn delete_handled(
+    sqs: &aws_sdk_sqs::Client,
+    source: &Source,
+    messages: &[Message],
+    response: &SqsBatchResponse,
+) {
+    let failed: HashSet<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+    let done: Vec<DeleteMessageBatchRequestEntry> = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.message_id().is_some_and(|id| !failed.contains(id)))
+        .filter_map(|(i, m)| {
+            DeleteMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .set_receipt_handle(m.receipt_handle().map(str::to_owned))
+                .build()
+                .ok()
+        })
+        .collect();
+    if done.is_empty() {
+        return;
+    }
+    if let Err(error) = sqs.delete_message_batch().queue_url(&source.queue_url).set_entries(Some(done)).send().await {
+        tracing::warn!(queue = %source.queue_url, error = ?error, "could not delete handled messages");
     }
 }

@@ -201,3 +201,49 @@ pub async fn ensure_upload_notifications(
         .map_err(|e| failed("bucket notification", e))?;
     Ok(())
 }
+
+/// What the template creates around the functions, as the local stack has it.
+#[derive(Debug, Clone)]
+pub struct Provisioned {
+    pub bucket: String,
+    /// The ARN of the deployment's key.
+    pub key: String,
+    pub parse_queue_url: String,
+    pub parse_queue_arn: String,
+    pub ingest_queue_url: String,
+    pub teardown_queue_url: String,
+}
+
+/// Creates what is missing of the bucket (`SLUICE_BUCKET`, with the template's CORS rules
+/// and its notifications to the parse queue), the key and the queues.
+pub async fn provision(
+    s3: &aws_sdk_s3::Client,
+    kms: &aws_sdk_kms::Client,
+    sqs: &aws_sdk_sqs::Client,
+) -> Result<Provisioned, ResourceError> {
+    let bucket = std::env::var("SLUICE_BUCKET").map_err(|_| failed("bucket", "SLUICE_BUCKET is missing"))?;
+    ensure_bucket(s3, &bucket).await?;
+    // Browsers PUT presigned uploads and follow download links to the bucket under the
+    // template's own CORS rules.
+    let origins = crate::cors::allowed_origins();
+    put_bucket_cors(s3, &bucket, &crate::cors::bucket_rules(&origins)).await?;
+    let key = configured_kms_key(kms).await?;
+    let mut urls = std::collections::HashMap::new();
+    for spec in QUEUES {
+        let url = ensure_queue(sqs, spec).await?;
+        tracing::info!(queue = spec.name, url, "queue ready");
+        urls.insert(spec.name, url);
+    }
+    let mut url_of = |name: &str| urls.remove(name).ok_or_else(|| failed("queue", format!("{name} is missing")));
+    let (parse_queue_url, ingest_queue_url, teardown_queue_url) =
+        (url_of("sluice-parse")?, url_of("sluice-ingest")?, url_of("sluice-teardown")?);
+    let parse_queue_arn = queue_arn(sqs, &parse_queue_url).await?;
+    ensure_upload_notifications(
+        s3,
+        &bucket,
+        &parse_queue_arn,
+        &[sluice_domain::CHAT_UPLOAD_PREFIX, sluice_store::DOCUMENT_UPLOAD_PREFIX],
+    )
+    .await?;
+    Ok(Provisioned { bucket, key, parse_queue_url, parse_queue_arn, ingest_queue_url, teardown_queue_url })
+}
