@@ -3,8 +3,10 @@
 //! real S3 client and a real PostgreSQL connection.
 
 pub mod browser;
+pub mod built_template;
 pub mod contract;
 pub mod llamaparse_stand_in;
+pub mod runtime_api;
 pub mod stub;
 pub mod vectors;
 pub mod vision_stand_in;

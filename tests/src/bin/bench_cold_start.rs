@@ -1,8 +1,8 @@
 //! Cold start of each function binary: the time from starting the process until it asks a
 //! Lambda Runtime API for its first event — init included: the SDK's configuration, the
 //! database login from Secrets Manager, the TLS connection and the schema check, PDFium where
-//! the function reads PDFs. The Runtime API is ours (the one endpoint a starting function
-//! calls, `GET /2018-06-01/runtime/invocation/next`, held open until the process is stopped).
+//! the function reads PDFs. The Runtime API is ours (`sluice_e2e::runtime_api`: a starting
+//! function's `GET /2018-06-01/runtime/invocation/next` is held open until it is stopped).
 //! **Baseline**: `curl` asking the same endpoint — a process that starts and makes that one
 //! request, and nothing else.
 //!
@@ -11,25 +11,21 @@
 //!
 //! `bench-cold-start [--runs N] BINARY...`; reads the local stack's environment.
 
+use sluice_e2e::runtime_api::RuntimeApi;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpListener;
 
 /// Starts `program` with the Runtime API's address and waits until it asks for an event;
 /// the time that took.
 async fn time_to_first_poll(program: &[String]) -> Duration {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("listener");
-    let address = listener.local_addr().expect("address").to_string();
+    let api = RuntimeApi::start("arn:aws:lambda:us-east-1:000000000000:function:bench", Duration::from_secs(30)).await;
     let (command, args) = program.split_first().expect("a program");
-    let args: Vec<String> = args
-        .iter()
-        .map(|a| a.replace("{api}", &format!("http://{address}/2018-06-01/runtime/invocation/next")))
-        .collect();
+    let next = format!("http://{}/2018-06-01/runtime/invocation/next", api.address);
+    let args: Vec<String> = args.iter().map(|a| a.replace("{api}", &next)).collect();
     let started = Instant::now();
     let mut child = Command::new(command)
         .args(&args)
-        .env("AWS_LAMBDA_RUNTIME_API", &address)
+        .env("AWS_LAMBDA_RUNTIME_API", &api.address)
         .env("AWS_LAMBDA_FUNCTION_NAME", "bench")
         .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
         .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "1024")
@@ -40,25 +36,11 @@ async fn time_to_first_poll(program: &[String]) -> Duration {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start the function");
-    let waited = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let (mut socket, _) = listener.accept().await.expect("accept");
-            let mut buffer = vec![0u8; 2048];
-            let n = socket.read(&mut buffer).await.unwrap_or(0);
-            if String::from_utf8_lossy(&buffer[..n]).starts_with("GET /2018-06-01/runtime/invocation/next") {
-                return (started.elapsed(), socket);
-            }
-        }
-    })
-    .await;
+    let waited = api.started(Duration::from_secs(30)).await.map(|()| started.elapsed());
     let _ = child.kill();
     let output = child.wait_with_output().expect("stopped");
-    match waited {
-        Ok((elapsed, _socket)) => elapsed,
-        Err(_) => {
-            panic!("{command} never asked for an event; its stderr:\n{}", String::from_utf8_lossy(&output.stderr))
-        }
-    }
+    waited
+        .unwrap_or_else(|error| panic!("{command}: {error}; its stderr:\n{}", String::from_utf8_lossy(&output.stderr)))
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
