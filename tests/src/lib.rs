@@ -460,6 +460,31 @@ pub fn file_form(filename: &str, mime: Option<&str>, bytes: Vec<u8>) -> reqwest:
     reqwest::multipart::Form::new().part("file", part)
 }
 
+/// A survey report of `count` pages, twelve lines of about 80 characters each, every line
+/// its page's own; page `edited` (if any) has one line rewritten. The benchmarks' long PDF.
+pub fn survey_pdf(count: usize, edited: Option<usize>) -> Vec<u8> {
+    let text: Vec<String> = (0..count)
+        .map(|n| {
+            (0..12)
+                .map(|line| {
+                    if Some(n) == edited && line == 5 {
+                        format!("Page {n}, line {line}: this paragraph was rewritten after the survey was reviewed.")
+                    } else {
+                        format!(
+                            "Page {n}, line {line}: the field team logged {} readings at station {}.",
+                            n * 13 + line,
+                            line * 17 + n
+                        )
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect();
+    let text: Vec<&str> = text.iter().map(String::as_str).collect();
+    sluice_formats::fixtures::pdf(&text)
+}
+
 /// A 1×1 PNG that image readers accept.
 pub fn tiny_png(width: u32, height: u32) -> Vec<u8> {
     let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();

@@ -12,34 +12,9 @@
 use reqwest::Method;
 use serde_json::json;
 use sluice_e2e::stub::StubProvider;
-use sluice_e2e::{Stack, User, file_form};
-use sluice_formats::fixtures::pdf;
+use sluice_e2e::{Stack, User, file_form, survey_pdf};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
-
-/// Twelve lines of about 80 characters on each page, every line its page's own.
-fn pages(count: usize, edited: Option<usize>) -> Vec<u8> {
-    let text: Vec<String> = (0..count)
-        .map(|n| {
-            (0..12)
-                .map(|line| {
-                    if Some(n) == edited && line == 5 {
-                        format!("Page {n}, line {line}: this paragraph was rewritten after the survey was reviewed.")
-                    } else {
-                        format!(
-                            "Page {n}, line {line}: the field team logged {} readings at station {}.",
-                            n * 13 + line,
-                            line * 17 + n
-                        )
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .collect();
-    let text: Vec<&str> = text.iter().map(String::as_str).collect();
-    pdf(&text)
-}
 
 async fn base(stack: &Stack, user: &User, endpoint: &str, name: &str) -> String {
     let body = json!({"name": name, "scope": "org", "embedding_provider": "local",
@@ -101,13 +76,14 @@ async fn main() {
     let endpoint = endpoint["id"].as_str().expect("id").to_owned();
 
     let kb = base(&stack, &user, &endpoint, "Survey").await;
-    let first = measured(&stack, &user, &kb, &counter, upload(&stack, &user, &kb, pages(count, None), false)).await;
+    let first =
+        measured(&stack, &user, &kb, &counter, upload(&stack, &user, &kb, survey_pdf(count, None), false)).await;
     let unchanged = measured(&stack, &user, &kb, &counter, reindex(&stack, &user, &kb)).await;
     let patch = json!({"ingestion_config": {"chunk_size": 700}});
     let (status, _) = stack.call_json(&user, Method::PATCH, &format!("/kb/{kb}"), Some(patch)).await;
     assert_eq!(status, 200);
     let full = measured(&stack, &user, &kb, &counter, reindex(&stack, &user, &kb)).await;
-    let edited = pages(count, Some(count / 2));
+    let edited = survey_pdf(count, Some(count / 2));
     let edit = measured(&stack, &user, &kb, &counter, upload(&stack, &user, &kb, edited.clone(), true)).await;
     let fresh_kb = base(&stack, &user, &endpoint, "Survey, fresh").await;
     let patch = json!({"ingestion_config": {"chunk_size": 700}});
