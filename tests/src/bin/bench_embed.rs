@@ -10,6 +10,14 @@
 //!   peak resident memory. Run one process per precision and thread count: candle's pool
 //!   is sized once per process (`RAYON_NUM_THREADS`).
 //!
+//! - `bench-embed candle-q8 --collection DIR --threads N`: the other int8 candidate, candle's
+//!   quantized products, where the time goes: each of the model's 36 linear layers on a
+//!   700-character chunk's tokens as fp32 products (the baseline: what candle's BERT runs)
+//!   and as candle's `Q8_0` `QMatMul` (weights and activations in 8-bit blocks), their outputs'
+//!   cosine, and the whole fp32 embedding of the same chunk and the int8 (ONNX Runtime) one:
+//!   the end-to-end gain candle's products could give at most is bounded by the linear layers'
+//!   share of the fp32 time.
+//!
 //! Reads the model from `SLUICE_MODEL_DIR`; prints Markdown rows.
 
 use sluice_minilm::{Embedder, Precision};
@@ -35,7 +43,13 @@ fn main() -> Result<(), Error> {
             let threads: usize = value("--threads").ok_or("--threads N")?.parse()?;
             speed(&dir, &collection, precision, threads)
         }
-        _ => Err("usage: bench-embed faithfulness|speed --collection DIR [--precision P --threads N]".into()),
+        Some("candle-q8") => {
+            let threads: usize = value("--threads").ok_or("--threads N")?.parse()?;
+            candle_q8(&dir, &collection, threads)
+        }
+        _ => {
+            Err("usage: bench-embed faithfulness|speed|candle-q8 --collection DIR [--precision P] [--threads N]".into())
+        }
     }
 }
 
@@ -200,4 +214,54 @@ fn peak_resident_mib() -> Result<u64, Error> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .ok_or("no VmHWM in /proc/self/status")?;
     Ok(kib / 1024)
+}
+
+/// The linear layers' time under candle fp32 and candle `Q8_0`, against whole embeddings.
+fn candle_q8(dir: &Path, collection: &Path, threads: usize) -> Result<(), Error> {
+    use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+    use candle_core::{Device, Module, Tensor};
+    const RUNS: usize = 20;
+    let documents = corpus(collection)?;
+    let chunk = chunks_of(&documents, 700, 1).remove(0);
+    let fp32 = Embedder::load(dir, Precision::Fp32, threads)?;
+    let int8 = Embedder::load(dir, Precision::Int8, threads)?;
+    let tokens = sluice_minilm::TokenCounter::load(dir)?.count(&chunk)?.min(256);
+    let time = |f: &dyn Fn() -> Result<(), Error>| -> Result<f64, Error> {
+        f()?;
+        let started = Instant::now();
+        for _ in 0..RUNS {
+            f()?;
+        }
+        Ok(started.elapsed().as_secs_f64() * 1000.0 / RUNS as f64)
+    };
+    let whole_fp32 = time(&|| fp32.embed(std::slice::from_ref(&chunk)).map(|_| ()).map_err(Into::into))?;
+    let whole_int8 = time(&|| int8.embed(std::slice::from_ref(&chunk)).map(|_| ()).map_err(Into::into))?;
+    let weights = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)?;
+    let mut linear: Vec<(&String, &Tensor)> =
+        weights.iter().filter(|(name, w)| name.contains("encoder.layer.") && w.rank() == 2).collect();
+    linear.sort_by_key(|(name, _)| name.as_str());
+    let (mut fp32_ms, mut q8_ms, mut cosines) = (0.0, 0.0, Vec::new());
+    for (_, weight) in &linear {
+        let (_, inputs) = weight.dims2()?;
+        let x = Tensor::randn(0f32, 1f32, (1, tokens, inputs), &Device::Cpu)?;
+        let plain = QMatMul::Tensor((*weight).clone());
+        let quantized = QMatMul::from_qtensor(QTensor::quantize(weight, GgmlDType::Q8_0)?)?;
+        fp32_ms += time(&|| plain.forward(&x).map(|_| ()).map_err(Into::into))?;
+        q8_ms += time(&|| quantized.forward(&x).map(|_| ()).map_err(Into::into))?;
+        let (a, b) = (plain.forward(&x)?.flatten_all()?, quantized.forward(&x)?.flatten_all()?);
+        let dot = (&a * &b)?.sum_all()?.to_scalar::<f32>()?;
+        let norms = a.sqr()?.sum_all()?.to_scalar::<f32>()?.sqrt() * b.sqr()?.sum_all()?.to_scalar::<f32>()?.sqrt();
+        cosines.push(dot / norms);
+    }
+    let share = fp32_ms / whole_fp32;
+    let bound = whole_fp32 / (whole_fp32 - fp32_ms + q8_ms);
+    let min_cosine = cosines.iter().copied().fold(f32::MAX, f32::min);
+    println!(
+        "| {threads} | {tokens} | {} | {fp32_ms:.2} | {q8_ms:.2} ({:.2}×) | {min_cosine:.4} | {whole_fp32:.2} ({:.0}%) | {bound:.2}× | {whole_int8:.2} ({:.2}×) |",
+        linear.len(),
+        fp32_ms / q8_ms,
+        share * 100.0,
+        whole_fp32 / whole_int8
+    );
+    Ok(())
 }
