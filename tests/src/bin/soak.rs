@@ -1,0 +1,447 @@
+//! `soak`: a bounded, self-stopping mixed load against the local stack from several tenants
+//! at once, then a quiet period and a sweep, then the invariants checked — and the run fails
+//! on any breach, naming the first ones with the ids to look at. Run by `infra/local/soak`.
+//!
+//! Load, each step chosen from a seeded generator: chat uploads inline and presigned (some
+//! of them hostile files from the corpus), knowledge bases created and deleted, documents
+//! uploaded, replaced and deleted, re-indexes, and searches.
+//!
+//! Invariants: every upload ended (`ready`/`done`, or `rejected`/`error` with a stored
+//! message that says stage, type and advice); every finished document's chunks are exactly
+//! one copy of its current text (none duplicated, none of a replaced or deleted document);
+//! every stored object is named by a row and every row's object exists, under `aws:kms`
+//! with the deployment's key; no vector table outlives its base; no answer was a 5xx other
+//! than a clean 503 of Sluice's shape (a 429 is a refusal like any 4xx).
+//!
+//! `--break KIND` injects one known breach before the checks (`duplicated-chunk`,
+//! `orphan-object`, `stuck-row`): the run must fail naming it.
+
+use clap::Parser;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use reqwest::Method;
+use serde_json::{Value, json};
+use sluice_e2e::{Stack, User, file_form};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+#[derive(Parser, Debug)]
+struct Args {
+    #[arg(long, default_value_t = 15.0)]
+    minutes: f64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long, default_value_t = 3)]
+    tenants: usize,
+    /// Files to upload besides the generated ones: the public corpus, hostile files included.
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// How long the stack is left alone before the sweep and the checks.
+    #[arg(long, default_value_t = 20)]
+    quiet_secs: u64,
+    #[arg(long, value_parser = ["duplicated-chunk", "orphan-object", "stuck-row"])]
+    r#break: Option<String>,
+}
+
+/// What the load sent and how it was answered, by operation.
+#[derive(Debug, Default)]
+struct Tally {
+    sent: BTreeMap<&'static str, u64>,
+    accepted: BTreeMap<&'static str, u64>,
+    refused: BTreeMap<&'static str, u64>,
+    /// Answers no client should get: a 500, or a 503 not in Sluice's shape.
+    breaches: Vec<String>,
+}
+
+impl Tally {
+    fn record(&mut self, operation: &'static str, status: u16, answer: &Value) {
+        *self.sent.entry(operation).or_default() += 1;
+        match status {
+            200..=299 => *self.accepted.entry(operation).or_default() += 1,
+            400..=499 => *self.refused.entry(operation).or_default() += 1,
+            503 if answer["error"]["code"].is_string() => *self.refused.entry(operation).or_default() += 1,
+            _ => self.breaches.push(format!("{operation} answered {status}: {answer}")),
+        }
+    }
+}
+
+/// One tenant's state: its user and its bases with their documents' names.
+struct Tenant {
+    user: User,
+    bases: Vec<(String, Vec<String>)>,
+}
+
+fn generated_text(rng: &mut StdRng) -> String {
+    let words = ["harbour", "survey", "pump", "valve", "heron", "ledger", "turbine", "quarterly", "permit", "channel"];
+    (0..rng.random_range(20..400)).map(|_| words[rng.random_range(0..words.len())]).collect::<Vec<_>>().join(" ")
+}
+
+fn corpus_files(dir: Option<&PathBuf>) -> Vec<(String, Vec<u8>)> {
+    let Some(dir) = dir else { return Vec::new() };
+    let mut files = Vec::new();
+    for folder in ["zip2", "tar-rs", "calamine", "image-tiff", "pdf-layouts"] {
+        let Ok(entries) = std::fs::read_dir(dir.join(folder)) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let small = entry.metadata().is_ok_and(|m| m.is_file() && m.len() < 4 << 20);
+            if small
+                && !name.ends_with(".txt")
+                && !name.ends_with(".md")
+                && let Ok(bytes) = std::fs::read(&path)
+            {
+                files.push((name, bytes));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// One step of a tenant's load.
+async fn step(
+    stack: &Stack,
+    tenant: &mut Tenant,
+    rng: &mut StdRng,
+    corpus: &[(String, Vec<u8>)],
+    tally: &Mutex<Tally>,
+) {
+    let user = tenant.user.clone();
+    let record = |operation, status, answer: &Value| tally.lock().expect("tally").record(operation, status, answer);
+    match rng.random_range(0..100) {
+        0..20 => {
+            let (name, bytes) = if !corpus.is_empty() && rng.random_bool(0.5) {
+                corpus[rng.random_range(0..corpus.len())].clone()
+            } else {
+                ("notes.txt".to_owned(), generated_text(rng).into_bytes())
+            };
+            let (status, answer) = stack.upload(&user, &name, None, bytes).await;
+            record("chat upload", status, &answer);
+        }
+        20..30 => {
+            let bytes = generated_text(rng).into_bytes();
+            let body = json!({"filename": "draft.txt", "size": bytes.len(), "mime_type": "text/plain"});
+            let (status, intent) = stack.intent(&user, body).await;
+            record("chat upload intent", status, &intent);
+            if status == 201 {
+                let put = stack.put_presigned(&intent, bytes).await;
+                record("presigned PUT", put, &Value::Null);
+            }
+        }
+        30..36 if tenant.bases.len() < 3 => {
+            let body = json!({"name": format!("Soak {}", Uuid::new_v4().simple()), "scope": "org",
+                "embedding_provider": "local", "embedding_model": "all-minilm-l6-v2",
+                "ingestion_config": {"chunk_size": 300, "chunk_overlap": 30}});
+            let (status, base) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
+            record("create base", status, &base);
+            if let Some(id) = base["id"].as_str() {
+                tenant.bases.push((id.to_owned(), Vec::new()));
+            }
+        }
+        36..40 if tenant.bases.len() > 1 => {
+            let (id, _) = tenant.bases.remove(rng.random_range(0..tenant.bases.len()));
+            let (status, answer) = stack.call_json(&user, Method::DELETE, &format!("/kb/{id}"), None).await;
+            record("delete base", status, &answer);
+        }
+        40..70 if !tenant.bases.is_empty() => {
+            let index = rng.random_range(0..tenant.bases.len());
+            let (kb, names) = &mut tenant.bases[index];
+            // Half the time the same name again, replacing the document.
+            let replace = !names.is_empty() && rng.random_bool(0.5);
+            let name = if replace {
+                names[rng.random_range(0..names.len())].clone()
+            } else {
+                format!("doc-{}.txt", rng.random::<u32>())
+            };
+            let form = file_form(&name, Some("text/plain"), generated_text(rng).into_bytes())
+                .text("replace", replace.to_string());
+            let (status, answer) = stack.post_form(&user, &format!("/kb/{kb}/documents"), form).await;
+            record(if replace { "replace document" } else { "upload document" }, status, &answer);
+            if status == 202 && !replace {
+                names.push(name);
+            }
+        }
+        70..76 if !tenant.bases.is_empty() => {
+            let (kb, _) = &tenant.bases[rng.random_range(0..tenant.bases.len())];
+            let (status, listed) =
+                stack.call_json(&user, Method::GET, &format!("/kb/{kb}/documents?limit=50"), None).await;
+            record("list documents", status, &listed);
+            let ids: Vec<String> = listed["documents"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|d| d["id"].as_str().map(str::to_owned))
+                .collect();
+            if !ids.is_empty() {
+                let id = &ids[rng.random_range(0..ids.len())];
+                // `204` with no body, or an error in Sluice's shape.
+                let (status, body) = stack.call(&user, Method::DELETE, &format!("/rag/documents/{id}"), None).await;
+                record("delete document", status, &serde_json::from_str(&body).unwrap_or(Value::Null));
+            }
+        }
+        76..80 if !tenant.bases.is_empty() => {
+            let (kb, _) = &tenant.bases[rng.random_range(0..tenant.bases.len())];
+            let (status, answer) = stack.call_json(&user, Method::POST, &format!("/kb/{kb}/reindex"), None).await;
+            // A re-index already running is a clean 409.
+            record("re-index", status, &answer);
+        }
+        _ if !tenant.bases.is_empty() => {
+            let ids: Vec<&String> = tenant.bases.iter().map(|(id, _)| id).collect();
+            let mode = ["vector", "keyword", "hybrid"][rng.random_range(0..3)];
+            let body = json!({"query": generated_text(rng).chars().take(60).collect::<String>(), "knowledge_base_ids": ids, "mode": mode});
+            let (status, answer) = stack.call_json(&user, Method::POST, "/rag/search", Some(body)).await;
+            record("search", status, &answer);
+        }
+        _ => {}
+    }
+}
+
+/// Waits until nothing is left to do: no document processing, no outbox row unsent, no
+/// base's teardown unfinished; at most `limit`.
+async fn settled(stack: &Stack, limit: Duration) {
+    let started = Instant::now();
+    let db = stack.db().await;
+    while started.elapsed() < limit {
+        let busy: i64 = db
+            .query_one(
+                "SELECT (SELECT count(*) FROM rag_documents WHERE status = 'processing') \
+                      + (SELECT count(*) FROM outbox WHERE dispatched_at IS NULL) \
+                      + (SELECT count(*) FROM collection_teardowns)",
+                &[],
+            )
+            .await
+            .expect("busy")
+            .get(0);
+        if busy == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Every breach of the invariants, each with the ids to look at.
+async fn breaches(stack: &Stack) -> Vec<String> {
+    let db = stack.db().await;
+    let mut found = Vec::new();
+    let rows = db
+        .query("SELECT id, status FROM chat_files WHERE status NOT IN ('ready', 'rejected')", &[])
+        .await
+        .expect("chat");
+    found.extend(rows.iter().map(|r| format!("stuck chat file {}: {}", r.get::<_, Uuid>(0), r.get::<_, String>(1))));
+    let rows = db
+        .query(
+            "SELECT id, status, coalesce(error_message, '') FROM rag_documents \
+             WHERE status NOT IN ('done', 'error') \
+                OR (status = 'error' AND coalesce(error_message, '') !~ '^[a-z]+: [A-Za-z_]+: .+')",
+            &[],
+        )
+        .await
+        .expect("documents");
+    found.extend(rows.iter().map(|r| {
+        format!(
+            "stuck or unexplained document {}: {} {:?}",
+            r.get::<_, Uuid>(0),
+            r.get::<_, String>(1),
+            r.get::<_, String>(2)
+        )
+    }));
+
+    // Chunks: one copy of each finished document's current text, nothing else.
+    let bases = db.query("SELECT id, collection_name FROM knowledge_bases", &[]).await.expect("bases");
+    let tables: BTreeSet<String> = db
+        .query("SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE 'rag\\_%'", &[])
+        .await
+        .expect("tables")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut owned = BTreeSet::new();
+    for base in &bases {
+        let (kb, collection): (Uuid, String) = (base.get(0), base.get(1));
+        let table = format!("rag_{collection}");
+        owned.insert(table.clone());
+        if !tables.contains(&table) {
+            continue;
+        }
+        let duplicated = db
+            .query(&format!("SELECT document_id, chunk_index FROM \"{table}\" GROUP BY 1, 2 HAVING count(*) > 1"), &[])
+            .await
+            .expect("duplicates");
+        found.extend(
+            duplicated
+                .iter()
+                .map(|r| format!("duplicated chunk {} #{} in {table}", r.get::<_, Uuid>(0), r.get::<_, i32>(1))),
+        );
+        let mismatched = db
+            .query(
+                &format!(
+                    "WITH chunks AS (SELECT document_id, count(*) AS n FROM \"{table}\" GROUP BY 1) \
+                     SELECT coalesce(d.id, c.document_id), coalesce(d.status, 'gone'), coalesce(d.chunk_count, 0), coalesce(c.n, 0) \
+                     FROM (SELECT * FROM rag_documents WHERE kb_id = $1 AND status = 'done') d \
+                     FULL JOIN chunks c ON c.document_id = d.id \
+                     WHERE d.id IS NULL OR c.document_id IS NULL OR c.n <> d.chunk_count"
+                ),
+                &[&kb],
+            )
+            .await
+            .expect("chunk counts");
+        found.extend(mismatched.iter().map(|r| {
+            format!(
+                "document {} ({}) has {} chunk(s) in {table}, not {}",
+                r.get::<_, Uuid>(0),
+                r.get::<_, String>(1),
+                r.get::<_, i64>(3),
+                r.get::<_, i32>(2)
+            )
+        }));
+    }
+    let system = ["rag_documents", "rag_chunk_staging", "rag_document_claims", "rag_image_descriptions"];
+    // A base's table and its keyword tables beside it (`rag_{collection}$terms`).
+    let owned_by_a_base = |t: &str| owned.iter().any(|o| t == o || t.starts_with(&format!("{o}$")));
+    for table in tables.iter().filter(|t| !owned_by_a_base(t) && !system.contains(&t.as_str())) {
+        let teardown_pending: bool = db
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM collection_teardowns WHERE 'rag_' || collection_name = $1)",
+                &[table],
+            )
+            .await
+            .expect("teardowns")
+            .get(0);
+        found.push(format!("table {table} outlives its base (teardown recorded: {teardown_pending})"));
+    }
+
+    // Objects: each named by a row, each row's object there, all under the deployment's key.
+    let named: BTreeSet<String> = db
+        .query(
+            "SELECT storage_path FROM chat_files WHERE storage_path IS NOT NULL AND status = 'ready' \
+             UNION SELECT storage_path FROM rag_documents WHERE storage_path IS NOT NULL \
+             UNION SELECT parsed_path FROM rag_documents WHERE parsed_path IS NOT NULL",
+            &[],
+        )
+        .await
+        .expect("named")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let stored = stack.keys_under("").await;
+    found.extend(stored.difference(&named).map(|key| format!("object {key} is named by no row")));
+    found.extend(named.difference(&stored).map(|key| format!("row names {key}, which is not stored")));
+    let key = stack.kms_key_arn().await;
+    for object in stored.intersection(&named) {
+        let head = stack.s3.head_object().bucket(&stack.bucket).key(object).send().await;
+        let sealed = head.as_ref().is_ok_and(|h| {
+            h.server_side_encryption().map(|s| s.as_str()) == Some("aws:kms") && h.ssekms_key_id() == Some(key.as_str())
+        });
+        if !sealed {
+            found.push(format!("object {object} is not aws:kms with the deployment's key"));
+        }
+    }
+    found
+}
+
+/// Injects one known breach of `kind`, so the checks are shown to catch it.
+async fn inject(stack: &Stack, kind: &str) {
+    let db = stack.db().await;
+    match kind {
+        "duplicated-chunk" => {
+            let collection: String = db
+                .query_one(
+                    "SELECT b.collection_name FROM knowledge_bases b JOIN rag_documents d ON d.kb_id = b.id \
+                     WHERE d.status = 'done' AND d.chunk_count > 0 LIMIT 1",
+                    &[],
+                )
+                .await
+                .expect("a base with chunks to break")
+                .get(0);
+            let table = format!("rag_{collection}");
+            // Every column a row is written with but its id (generated columns follow).
+            let columns: Vec<String> = db
+                .query(
+                    "SELECT quote_ident(column_name) FROM information_schema.columns \
+                     WHERE table_name = $1 AND is_generated = 'NEVER' AND column_name <> 'id' ORDER BY ordinal_position",
+                    &[&table],
+                )
+                .await
+                .expect("columns")
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            let columns = columns.join(", ");
+            let copy = format!(
+                "INSERT INTO \"{table}\" (id, {columns}) SELECT gen_random_uuid(), {columns} FROM \"{table}\" LIMIT 1"
+            );
+            db.execute(&copy, &[]).await.expect("duplicate a chunk");
+        }
+        "orphan-object" => {
+            let key = format!("documents/{}/orphan.txt", Uuid::new_v4());
+            stack.put_plain(&key, b"no row names this").await;
+        }
+        "stuck-row" => {
+            db.execute(
+                "UPDATE rag_documents SET status = 'processing' WHERE id = (SELECT id FROM rag_documents WHERE status = 'done' LIMIT 1)",
+                &[],
+            )
+            .await
+            .expect("stick a row");
+        }
+        other => panic!("no breach kind {other}"),
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let stack = Stack::from_env().await;
+    let corpus = Arc::new(corpus_files(args.corpus.as_ref()));
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let deadline = Instant::now() + Duration::from_secs_f64(args.minutes * 60.0);
+    let mut tasks = Vec::new();
+    for n in 0..args.tenants {
+        let (stack, corpus, tally) = (stack.clone(), corpus.clone(), tally.clone());
+        let mut rng = StdRng::seed_from_u64(args.seed.wrapping_mul(1000).wrapping_add(n as u64));
+        tasks.push(tokio::spawn(async move {
+            let mut tenant =
+                Tenant { user: User::with(Some(Uuid::new_v4()), &["collections:edit"], false), bases: Vec::new() };
+            while Instant::now() < deadline {
+                step(&stack, &mut tenant, &mut rng, &corpus, &tally).await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("a tenant's load");
+    }
+    eprintln!("[soak] load over; quiet for {} s, then the sweep", args.quiet_secs);
+    settled(&stack, Duration::from_secs(300)).await;
+    tokio::time::sleep(Duration::from_secs(args.quiet_secs)).await;
+    let mut sweep = stack.sweep_state().await;
+    // Within the run, the sweep acts on what the quiet period left, not after hours.
+    sweep.thresholds.unnamed_object_grace = Duration::from_secs(args.quiet_secs);
+    sweep.thresholds.removal_grace = Duration::ZERO;
+    sluice_sweep::handle(&sweep, time::OffsetDateTime::now_utc()).await.expect("the sweep");
+    settled(&stack, Duration::from_secs(120)).await;
+    if let Some(kind) = &args.r#break {
+        eprintln!("[soak] breaking it on purpose: {kind}");
+        inject(&stack, kind).await;
+    }
+
+    let tally = std::mem::take(&mut *tally.lock().expect("tally"));
+    let mut found = tally.breaches.clone();
+    found.extend(breaches(&stack).await);
+    println!("| operation | sent | accepted | refused |");
+    println!("|---|---|---|---|");
+    for (operation, sent) in &tally.sent {
+        let count = |m: &BTreeMap<&'static str, u64>| m.get(operation).copied().unwrap_or_default();
+        println!("| {operation} | {sent} | {} | {} |", count(&tally.accepted), count(&tally.refused));
+    }
+    println!();
+    println!("breaches: {}", found.len());
+    if !found.is_empty() {
+        for breach in found.iter().take(20) {
+            eprintln!("[soak] breach: {breach}");
+        }
+        std::process::exit(1);
+    }
+}
