@@ -4,7 +4,7 @@
 # loopback.
 #
 #   stack.sh provision        download and unpack what a fresh machine lacks (cached in .local/)
-#   stack.sh start PROFILE    start PostgreSQL and the emulator for PROFILE (dev, test or smoke)
+#   stack.sh start PROFILE    start PostgreSQL and the emulator for PROFILE (dev, test, smoke or soak)
 #   stack.sh stop PROFILE     stop them
 #   stack.sh env PROFILE      print the environment the functions and tests read
 #
@@ -43,7 +43,11 @@ profile_ports() {
     # The arm64 smoke (infra/deploy/smoke): the built functions against a stack of their own.
     smoke) PG_PORT=${SLUICE_PG_PORT:-56329}; AWS_PORT=${SLUICE_AWS_PORT:-56566}; API_PORT=${SLUICE_API_PORT:-56000}
           EMBED_PORT=${SLUICE_EMBED_PORT:-56100} ;;
-    *) echo "unknown profile '$1' (dev, test or smoke)" >&2; exit 2 ;;
+    # The soak (infra/local/soak), below Linux's ephemeral range (32768-60999): it kills and
+    # restarts the runner, and no outgoing connection may take the API's port meanwhile.
+    soak) PG_PORT=${SLUICE_PG_PORT:-30329}; AWS_PORT=${SLUICE_AWS_PORT:-30566}; API_PORT=${SLUICE_API_PORT:-30000}
+          EMBED_PORT=${SLUICE_EMBED_PORT:-30100} ;;
+    *) echo "unknown profile '$1' (dev, test, smoke or soak)" >&2; exit 2 ;;
   esac
 }
 
@@ -213,9 +217,9 @@ export SLUICE_MODEL_DIR=$LOCAL/minilm
 # The stack's own services (the embedding service, the tests' stand-ins) are on loopback.
 export SLUICE_ALLOWED_PRIVATE_NETWORKS=127.0.0.0/8
 ENV
-  # The test stack redelivers failed messages after 5 s instead of minutes.
+  # The test (and soak) stack redelivers failed messages after 5 s instead of minutes.
   # Embedding retries are shortened too, and a failure is recorded on the third delivery.
-  if [ "$1" = test ]; then
+  if [ "$1" = test ] || [ "$1" = soak ]; then
     echo "export SLUICE_LOCAL_VISIBILITY_TIMEOUT_SECS=5"
     echo "export SLUICE_EMBED_RETRY_ATTEMPTS=2 SLUICE_EMBED_RETRY_FIRST_DELAY_MS=50 SLUICE_INGEST_MAX_RECEIVES=3"
     echo "export SLUICE_OUTBOX_GRACE_SECS=3"

@@ -13,6 +13,11 @@
 //! with the deployment's key; no vector table outlives its base; no answer was a 5xx other
 //! than a clean 503 of Sluice's shape (a 429 is a refusal like any 4xx).
 //!
+//! Faults, on a seeded schedule while the load runs, each logged with its time: the runner
+//! (every function's host here) killed with SIGKILL and restarted; PostgreSQL restarted with
+//! a fast and with an immediate shutdown; pgbouncer paused and resumed. Not yet: duplicate
+//! and late SQS deliveries, S3 answering 503, the sweep held back (issue 31 is open).
+//!
 //! `--break KIND` injects one known breach before the checks (`duplicated-chunk`,
 //! `orphan-object`, `stuck-row`): the run must fail naming it.
 
@@ -44,6 +49,113 @@ struct Args {
     quiet_secs: u64,
     #[arg(long, value_parser = ["duplicated-chunk", "orphan-object", "stuck-row"])]
     r#break: Option<String>,
+    /// The local runner (`sluice-local`): started, killed and restarted by the soak.
+    #[arg(long)]
+    runner: PathBuf,
+    /// PostgreSQL's programs (`stack.sh pg-bin`), for restarting the server.
+    #[arg(long)]
+    pg_bin: PathBuf,
+    /// Run without faults.
+    #[arg(long)]
+    no_faults: bool,
+}
+
+/// The faults injected while the load runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Fault {
+    /// The runner (every function's host here) killed with SIGKILL mid-batch, then restarted.
+    RunnerKilled,
+    /// PostgreSQL stopped with a fast shutdown and started again.
+    DatabaseFastRestart,
+    /// PostgreSQL stopped with an immediate shutdown (a crash) and started again.
+    DatabaseImmediateRestart,
+    /// pgbouncer paused (`PAUSE`, by its SIGUSR1) for a few seconds, then resumed.
+    PoolerPaused,
+}
+
+const FAULTS: [Fault; 4] =
+    [Fault::RunnerKilled, Fault::DatabaseFastRestart, Fault::DatabaseImmediateRestart, Fault::PoolerPaused];
+
+/// The runner process the soak owns.
+struct Runner {
+    program: PathBuf,
+    child: Option<tokio::process::Child>,
+}
+
+impl Runner {
+    /// Starts the runner and waits for its door; a start that fails (its database login
+    /// refused for a moment after a restart) is tried again, as Lambda starts a function
+    /// whose init failed again at the next event.
+    async fn start(&mut self, stack: &Stack) {
+        let started = Instant::now();
+        loop {
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(format!("{}/sluice-local.log", std::env::var("SLUICE_RUN_DIR").expect("SLUICE_RUN_DIR")))
+                .expect("the runner's log");
+            let mut child = tokio::process::Command::new(&self.program)
+                .env("RUST_LOG", "warn")
+                .stdout(log.try_clone().expect("log"))
+                .stderr(log)
+                .kill_on_drop(true)
+                .spawn()
+                .expect("start the runner");
+            loop {
+                assert!(started.elapsed() < Duration::from_secs(120), "the runner did not come back");
+                if stack.http.get(&stack.api).send().await.is_ok() {
+                    self.child = Some(child);
+                    return;
+                }
+                if child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    async fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill().await;
+        }
+    }
+}
+
+/// Injects `fault` and undoes it; the stack is whole again when this returns.
+async fn inject_fault(fault: Fault, stack: &Stack, runner: &mut Runner, pg_bin: &std::path::Path) {
+    let run_dir = std::env::var("SLUICE_RUN_DIR").expect("SLUICE_RUN_DIR");
+    let read = |name: &str| std::fs::read_to_string(format!("{run_dir}/{name}")).expect(name).trim().to_owned();
+    match fault {
+        Fault::RunnerKilled => {
+            runner.kill().await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            runner.start(stack).await;
+        }
+        Fault::DatabaseFastRestart | Fault::DatabaseImmediateRestart => {
+            let mode = if fault == Fault::DatabaseFastRestart { "fast" } else { "immediate" };
+            let status = tokio::process::Command::new("runuser")
+                .args(["-u", "sluice", "--"])
+                .arg(pg_bin.join("pg_ctl"))
+                .args(["-D", &read("pgdata"), "-m", mode, "-w", "restart"])
+                .stdout(std::process::Stdio::null())
+                .status()
+                .await
+                .expect("pg_ctl");
+            assert!(status.success(), "PostgreSQL did not restart");
+        }
+        Fault::PoolerPaused => {
+            let pid = std::fs::read_to_string(format!("{}/pgbouncer.pid", read("pgbouncer"))).expect("pgbouncer's pid");
+            let signal = |name: &'static str| {
+                let pid = pid.trim().to_owned();
+                async move { tokio::process::Command::new("kill").args([name, &pid]).status().await.expect("kill") }
+            };
+            signal("-USR1").await;
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            signal("-USR2").await;
+        }
+    }
 }
 
 /// What the load sent and how it was answered, by operation.
@@ -54,6 +166,10 @@ struct Tally {
     refused: BTreeMap<&'static str, u64>,
     /// Answers no client should get: a 500, or a 503 not in Sluice's shape.
     breaches: Vec<String>,
+    /// Clean 503s in Sluice's shape (a database or a service that was down).
+    unavailable: BTreeMap<&'static str, u64>,
+    /// Requests that got no answer: the door was down.
+    unanswered: BTreeMap<&'static str, u64>,
 }
 
 impl Tally {
@@ -62,7 +178,7 @@ impl Tally {
         match status {
             200..=299 => *self.accepted.entry(operation).or_default() += 1,
             400..=499 => *self.refused.entry(operation).or_default() += 1,
-            503 if answer["error"]["code"].is_string() => *self.refused.entry(operation).or_default() += 1,
+            503 if answer["error"]["code"].is_string() => *self.unavailable.entry(operation).or_default() += 1,
             _ => self.breaches.push(format!("{operation} answered {status}: {answer}")),
         }
     }
@@ -394,7 +510,11 @@ async fn inject(stack: &Stack, kind: &str) {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    // A step's panic is a request with no answer, counted; its message would only be noise.
+    std::panic::set_hook(Box::new(|info| eprintln!("[soak] {info}")));
     let stack = Stack::from_env().await;
+    let mut runner = Runner { program: args.runner.clone(), child: None };
+    runner.start(&stack).await;
     let corpus = Arc::new(corpus_files(args.corpus.as_ref()));
     let tally = Arc::new(Mutex::new(Tally::default()));
     let deadline = Instant::now() + Duration::from_secs_f64(args.minutes * 60.0);
@@ -406,9 +526,33 @@ async fn main() {
             let mut tenant =
                 Tenant { user: User::with(Some(Uuid::new_v4()), &["collections:edit"], false), bases: Vec::new() };
             while Instant::now() < deadline {
-                step(&stack, &mut tenant, &mut rng, &corpus, &tally).await;
+                // A request that gets no answer at all (the door killed under it) panics in
+                // the client; it is counted, as API Gateway would answer it 502.
+                let stepped = std::panic::AssertUnwindSafe(step(&stack, &mut tenant, &mut rng, &corpus, &tally));
+                if futures_util::FutureExt::catch_unwind(stepped).await.is_err() {
+                    *tally.lock().expect("tally").unanswered.entry("no answer (the door was down)").or_default() += 1;
+                    // A client retries after a moment, not in a tight loop.
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
             }
         }));
+    }
+    // The faults, on a seeded schedule: every kind at least five times in a 15-minute run.
+    let mut injected: BTreeMap<Fault, u32> = BTreeMap::new();
+    if !args.no_faults {
+        let mut rng = StdRng::seed_from_u64(args.seed.wrapping_add(7));
+        let every = (args.minutes * 60.0 / (FAULTS.len() as f64 * 6.0)).clamp(5.0, 60.0);
+        let began = Instant::now();
+        while Instant::now() + Duration::from_secs_f64(every) < deadline {
+            tokio::time::sleep(Duration::from_secs_f64(every * rng.random_range(0.5..1.5))).await;
+            let least = FAULTS.iter().map(|f| injected.get(f).copied().unwrap_or(0)).min().unwrap_or(0);
+            let due: Vec<Fault> =
+                FAULTS.into_iter().filter(|f| injected.get(f).copied().unwrap_or(0) == least).collect();
+            let fault = due[rng.random_range(0..due.len())];
+            eprintln!("[soak] {:>7.1} s: {fault:?}", began.elapsed().as_secs_f64());
+            inject_fault(fault, &stack, &mut runner, &args.pg_bin).await;
+            *injected.entry(fault).or_default() += 1;
+        }
     }
     for task in tasks {
         task.await.expect("a tenant's load");
@@ -430,11 +574,22 @@ async fn main() {
     let tally = std::mem::take(&mut *tally.lock().expect("tally"));
     let mut found = tally.breaches.clone();
     found.extend(breaches(&stack).await);
-    println!("| operation | sent | accepted | refused |");
-    println!("|---|---|---|---|");
+    println!("| operation | sent | accepted | refused (4xx) | unavailable (clean 503) |");
+    println!("|---|---|---|---|---|");
     for (operation, sent) in &tally.sent {
         let count = |m: &BTreeMap<&'static str, u64>| m.get(operation).copied().unwrap_or_default();
-        println!("| {operation} | {sent} | {} | {} |", count(&tally.accepted), count(&tally.refused));
+        let (accepted, refused, unavailable) =
+            (count(&tally.accepted), count(&tally.refused), count(&tally.unavailable));
+        println!("| {operation} | {sent} | {accepted} | {refused} | {unavailable} |");
+    }
+    for (what, count) in &tally.unanswered {
+        println!("| {what} | {count} | | | |");
+    }
+    println!();
+    println!("| fault | injected |");
+    println!("|---|---|");
+    for fault in FAULTS {
+        println!("| {fault:?} | {} |", injected.get(&fault).copied().unwrap_or(0));
     }
     println!();
     println!("breaches: {}", found.len());
