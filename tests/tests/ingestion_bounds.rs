@@ -215,13 +215,37 @@ async fn a_tenant_over_its_share_yields_to_another_tenants_waiting_document_in_e
             }
         };
         let lease = Duration::from_secs(900);
-        let a_running = insert(org_a, true).await;
-        let a_next = insert(org_a, false).await;
         // A has a document in the stage and B none, with one waiting: A's next one yields,
         // and takes the oldest waiting document of another tenant for its delivery to do.
-        let b_waiting = insert(org_b, false).await;
-        let turn = db.take_turn(a_next, stage, true, lease).await.expect("turn");
-        let Turn::Yield { instead: Some(taken) } = turn else { panic!("{stage:?}: {turn:?}") };
+        // Another test's delivery giving up its turn takes such a document too, and may take
+        // B's first: then B waits no more, and the scene is set again.
+        let mut attempts = 0;
+        let (a_running, a_next, b_waiting, taken) = loop {
+            let a_running = insert(org_a, true).await;
+            let a_next = insert(org_a, false).await;
+            let b_waiting = insert(org_b, false).await;
+            let turn = db.take_turn(a_next, stage, true, lease).await.expect("turn");
+            if let Turn::Yield { instead: Some(taken) } = turn {
+                break (a_running, a_next, b_waiting, taken);
+            }
+            let waits: bool = admin
+                .query_one(
+                    &format!(
+                        "SELECT status = 'processing' AND {} IS NULL FROM rag_documents WHERE id = $1",
+                        started_column(stage)
+                    ),
+                    &[&b_waiting],
+                )
+                .await
+                .expect("B's document")
+                .get(0);
+            assert!(!waits && attempts < 5, "{stage:?}: {turn:?} with B's document still waiting");
+            admin
+                .execute("DELETE FROM rag_documents WHERE id = ANY($1)", &[&vec![a_running, a_next, b_waiting]])
+                .await
+                .expect("cleared");
+            attempts += 1;
+        };
         let row = admin
             .query_one(
                 &format!("SELECT org_id, {} IS NOT NULL FROM rag_documents WHERE id = $1", started_column(stage)),
