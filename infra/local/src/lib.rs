@@ -8,6 +8,7 @@
 pub mod cors;
 pub mod door;
 pub mod event;
+pub mod faults;
 pub mod jwt;
 pub mod pollers;
 pub mod resources;

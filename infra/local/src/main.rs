@@ -99,6 +99,9 @@ async fn serve() -> Result<(), Error> {
         let mut timer = tokio::time::interval(std::time::Duration::from_secs(every));
         loop {
             timer.tick().await;
+            if sluice_local::faults::active(sluice_local::faults::SWEEP_HELD) {
+                continue;
+            }
             if let Err(error) = sluice_sweep::handle(&sweep, time::OffsetDateTime::now_utc()).await {
                 tracing::warn!(error = %error, "sweep failed; the next tick retries");
             }

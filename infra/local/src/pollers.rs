@@ -61,6 +61,17 @@ where
         if messages.is_empty() {
             continue;
         }
+        let messages = if crate::faults::active(crate::faults::LATE_DELIVERIES) {
+            put_back_once(&sqs, &source, messages).await
+        } else {
+            messages
+        };
+        if messages.is_empty() {
+            continue;
+        }
+        if crate::faults::active(crate::faults::DUPLICATE_DELIVERIES) {
+            handler(event_of(&messages, &source)).await;
+        }
         let response = handler(event_of(&messages, &source)).await;
         delete_handled(&sqs, &source, &messages, &response).await;
     }
@@ -100,4 +111,27 @@ pub async fn delete_handled(
     if let Err(error) = sqs.delete_message_batch().queue_url(&source.queue_url).set_entries(Some(done)).send().await {
         tracing::warn!(queue = %source.queue_url, error = ?error, "could not delete handled messages");
     }
+}
+
+/// The soak's late deliveries: each message not put back before is made visible again in a
+/// few seconds, unhandled, so later ones go first; the ones put back before are returned to
+/// be handled now (once each: a receive counts toward the dead-letter queue).
+async fn put_back_once(sqs: &aws_sdk_sqs::Client, source: &Source, messages: Vec<Message>) -> Vec<Message> {
+    static PUT_BACK: std::sync::Mutex<Option<HashSet<String>>> = std::sync::Mutex::new(None);
+    let mut now = Vec::new();
+    for message in messages {
+        let id = message.message_id().unwrap_or_default().to_owned();
+        let first_time =
+            PUT_BACK.lock().map(|mut seen| seen.get_or_insert_with(HashSet::new).insert(id)).unwrap_or(false);
+        let Some(receipt) = message.receipt_handle().filter(|_| first_time) else {
+            now.push(message);
+            continue;
+        };
+        let delayed =
+            sqs.change_message_visibility().queue_url(&source.queue_url).receipt_handle(receipt).visibility_timeout(3);
+        if let Err(error) = delayed.send().await {
+            tracing::warn!(queue = %source.queue_url, error = ?error, "could not put a message back");
+        }
+    }
+    now
 }

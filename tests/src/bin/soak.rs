@@ -6,7 +6,8 @@
 //! of them hostile files from the corpus), knowledge bases created and deleted, documents
 //! uploaded, replaced and deleted, re-indexes, and searches.
 //!
-//! Invariants: every upload ended (`ready`/`done`, or `rejected`/`error` with a stored
+//! Invariants: the stack recovered (a new tenant's document is indexed after the faults);
+//! every upload ended (`ready`/`done`, or `rejected`/`error` with a stored
 //! message that says stage, type and advice); every finished document's chunks are exactly
 //! one copy of its current text (none duplicated, none of a replaced or deleted document);
 //! every stored object is named by a row and every row's object exists, under `aws:kms`
@@ -15,8 +16,10 @@
 //!
 //! Faults, on a seeded schedule while the load runs, each logged with its time: the runner
 //! (every function's host here) killed with SIGKILL and restarted; PostgreSQL restarted with
-//! a fast and with an immediate shutdown; pgbouncer paused and resumed. Not yet: duplicate
-//! and late SQS deliveries, S3 answering 503, the sweep held back (issue 31 is open).
+//! a fast and with an immediate shutdown; pgbouncer paused and resumed; for a stretch, every
+//! SQS batch delivered twice, or put back so later messages go first
+//! (`sluice_local::faults`, in the runner's pollers, not in the functions); the sweep held
+//! back, then run. Not yet: S3 answering 503 (issue 31 is open).
 //!
 //! `--break KIND` injects one known breach before the checks (`duplicated-chunk`,
 //! `orphan-object`, `stuck-row`): the run must fail naming it.
@@ -71,10 +74,24 @@ enum Fault {
     DatabaseImmediateRestart,
     /// pgbouncer paused (`PAUSE`, by its SIGUSR1) for a few seconds, then resumed.
     PoolerPaused,
+    /// Every SQS batch handed to its function twice, for a stretch.
+    DuplicateDeliveries,
+    /// Every SQS batch put back unhandled for a few seconds, for a stretch: later messages
+    /// are delivered before earlier ones.
+    LateDeliveries,
+    /// The sweep's schedule held back for a stretch, then run again.
+    SweepHeld,
 }
 
-const FAULTS: [Fault; 4] =
-    [Fault::RunnerKilled, Fault::DatabaseFastRestart, Fault::DatabaseImmediateRestart, Fault::PoolerPaused];
+const FAULTS: [Fault; 7] = [
+    Fault::RunnerKilled,
+    Fault::DatabaseFastRestart,
+    Fault::DatabaseImmediateRestart,
+    Fault::PoolerPaused,
+    Fault::DuplicateDeliveries,
+    Fault::LateDeliveries,
+    Fault::SweepHeld,
+];
 
 /// The runner process the soak owns.
 struct Runner {
@@ -94,8 +111,11 @@ impl Runner {
                 .append(true)
                 .open(format!("{}/sluice-local.log", std::env::var("SLUICE_RUN_DIR").expect("SLUICE_RUN_DIR")))
                 .expect("the runner's log");
+            let faults = format!("{}/faults", std::env::var("SLUICE_RUN_DIR").expect("SLUICE_RUN_DIR"));
+            std::fs::create_dir_all(&faults).expect("the faults' folder");
             let mut child = tokio::process::Command::new(&self.program)
                 .env("RUST_LOG", "warn")
+                .env("SLUICE_LOCAL_FAULTS_DIR", &faults)
                 .stdout(log.try_clone().expect("log"))
                 .stderr(log)
                 .kill_on_drop(true)
@@ -144,6 +164,17 @@ async fn inject_fault(fault: Fault, stack: &Stack, runner: &mut Runner, pg_bin: 
                 .await
                 .expect("pg_ctl");
             assert!(status.success(), "PostgreSQL did not restart");
+        }
+        Fault::DuplicateDeliveries | Fault::LateDeliveries | Fault::SweepHeld => {
+            let (name, stretch) = match fault {
+                Fault::DuplicateDeliveries => (sluice_local::faults::DUPLICATE_DELIVERIES, 10),
+                Fault::LateDeliveries => (sluice_local::faults::LATE_DELIVERIES, 10),
+                _ => (sluice_local::faults::SWEEP_HELD, 20),
+            };
+            let switch = format!("{run_dir}/faults/{name}");
+            std::fs::write(&switch, b"").expect("switch the fault on");
+            tokio::time::sleep(Duration::from_secs(stretch)).await;
+            std::fs::remove_file(&switch).expect("switch the fault off");
         }
         Fault::PoolerPaused => {
             let pid = std::fs::read_to_string(format!("{}/pgbouncer.pid", read("pgbouncer"))).expect("pgbouncer's pid");
@@ -336,6 +367,31 @@ async fn settled(stack: &Stack, limit: Duration) {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// After the faults, a new tenant's document is indexed and found: the stack recovered.
+async fn recovered(stack: &Stack) -> Option<String> {
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let body = json!({"name": format!("After {}", Uuid::new_v4().simple()), "scope": "org",
+        "embedding_provider": "local", "embedding_model": "all-minilm-l6-v2"});
+    let (status, base) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
+    let Some(kb) = base["id"].as_str().filter(|_| status == 201) else {
+        return Some(format!("the stack did not recover: creating a base answered {status}: {base}"));
+    };
+    let form = file_form("after.txt", Some("text/plain"), b"The lighthouse keeper logs the fog signal.".to_vec());
+    let (status, accepted) = stack.post_form(&user, &format!("/kb/{kb}/documents"), form).await;
+    if status != 202 {
+        return Some(format!("the stack did not recover: a document answered {status}: {accepted}"));
+    }
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(90) {
+        let (_, ingestion) = stack.call_json(&user, Method::GET, &format!("/kb/{kb}/ingestion"), None).await;
+        if ingestion["indexed_count"] == 1 {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Some(format!("the stack did not recover: base {kb}'s document was not indexed in 90 s"))
 }
 
 /// Every breach of the invariants, each with the ids to look at.
@@ -573,6 +629,10 @@ async fn main() {
 
     let tally = std::mem::take(&mut *tally.lock().expect("tally"));
     let mut found = tally.breaches.clone();
+    if tally.accepted.values().sum::<u64>() == 0 {
+        found.push("nothing was accepted during the load: the stack never served".to_owned());
+    }
+    found.extend(recovered(&stack).await);
     found.extend(breaches(&stack).await);
     println!("| operation | sent | accepted | refused (4xx) | unavailable (clean 503) |");
     println!("|---|---|---|---|---|");
