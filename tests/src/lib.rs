@@ -485,6 +485,15 @@ pub fn survey_pdf(count: usize, edited: Option<usize>) -> Vec<u8> {
     sluice_formats::fixtures::pdf(&text)
 }
 
+/// A memory line of `/proc/{process}/status` (`VmHWM`, `VmRSS`, …) in MiB; `process` is a
+/// pid or `self`.
+pub fn process_memory_mib(process: &str, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{process}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?;
+    let kib: f64 = line.split_whitespace().next()?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
 /// A 1×1 PNG that image readers accept.
 pub fn tiny_png(width: u32, height: u32) -> Vec<u8> {
     let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
@@ -500,5 +509,17 @@ pub async fn eventually(what: &str, limit: std::time::Duration, mut check: impl 
     while !check().await {
         assert!(started.elapsed() < limit, "never: {what}");
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+#[cfg(test)]
+mod process_memory_tests {
+    #[test]
+    fn this_process_s_peak_memory_is_read_in_mib_and_a_missing_field_is_none() {
+        // The resident size first: the peak read after it is at least that.
+        let now = super::process_memory_mib("self", "VmRSS").expect("VmRSS");
+        let peak = super::process_memory_mib("self", "VmHWM").expect("VmHWM");
+        assert!(peak >= now && now > 1.0, "peak {peak} MiB, now {now} MiB");
+        assert_eq!(super::process_memory_mib("self", "NoSuchField"), None);
     }
 }

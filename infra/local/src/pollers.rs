@@ -42,16 +42,8 @@ where
     Fut: Future<Output = SqsBatchResponse>,
 {
     loop {
-        let received = sqs
-            .receive_message()
-            .queue_url(&source.queue_url)
-            .max_number_of_messages(source.batch_size)
-            .wait_time_seconds(1)
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .send()
-            .await;
-        let messages = match received {
-            Ok(received) => received.messages.unwrap_or_default(),
+        let messages = match receive(&sqs, &source).await {
+            Ok(messages) => messages,
             Err(error) => {
                 tracing::warn!(queue = %source.queue_url, error = ?error, "receive failed; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -75,6 +67,23 @@ where
         let response = handler(event_of(&messages, &source)).await;
         delete_handled(&sqs, &source, &messages, &response).await;
     }
+}
+
+/// The next batch of `source` (at most its batch size, waiting up to a second), with the
+/// attributes Lambda's event source passes on.
+pub async fn receive(
+    sqs: &aws_sdk_sqs::Client,
+    source: &Source,
+) -> Result<Vec<Message>, aws_sdk_sqs::error::SdkError<aws_sdk_sqs::operation::receive_message::ReceiveMessageError>> {
+    let received = sqs
+        .receive_message()
+        .queue_url(&source.queue_url)
+        .max_number_of_messages(source.batch_size)
+        .wait_time_seconds(1)
+        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .send()
+        .await?;
+    Ok(received.messages.unwrap_or_default())
 }
 
 /// The event Lambda's SQS event source hands a function for `messages` of `source`.

@@ -205,15 +205,10 @@ fn speed(dir: &Path, collection: &Path, precision: Precision, threads: usize) ->
     Ok(())
 }
 
-/// The process's peak resident memory so far, in MiB (`VmHWM`).
+/// The process's peak resident memory so far, in whole MiB (`VmHWM`).
 fn peak_resident_mib() -> Result<u64, Error> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .ok_or("no VmHWM in /proc/self/status")?;
-    Ok(kib / 1024)
+    let mib = sluice_e2e::process_memory_mib("self", "VmHWM").ok_or("no VmHWM in /proc/self/status")?;
+    Ok(mib as u64)
 }
 
 /// The linear layers' time under candle fp32 and candle `Q8_0`, against whole embeddings.

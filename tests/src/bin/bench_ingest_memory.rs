@@ -35,14 +35,9 @@ struct Args {
 /// The ingest function's memory, as the template sets it.
 const INGEST_MEMORY_MB: u64 = 2048;
 
-/// A `kB` line of `/proc/{pid}/status`, in MiB.
+/// A memory line of the process's status, in MiB.
 fn status_mib(pid: u32, field: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the process's status");
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()))
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
-    kb / 1024.0
+    sluice_e2e::process_memory_mib(&pid.to_string(), field).unwrap_or_else(|| panic!("no {field} for {pid}"))
 }
 
 /// Lambda's SQS event source for one queue: the next batch of at most `size`, as an event.
@@ -59,17 +54,7 @@ async fn next_batch(
     };
     let started = Instant::now();
     loop {
-        let received = stack
-            .sqs
-            .receive_message()
-            .queue_url(queue_url)
-            .max_number_of_messages(size)
-            .wait_time_seconds(1)
-            .send()
-            .await
-            .expect("receive")
-            .messages
-            .unwrap_or_default();
+        let received = sluice_local::pollers::receive(&stack.sqs, &source).await.expect("receive");
         if !received.is_empty() {
             return (received, source);
         }
@@ -137,13 +122,13 @@ async fn main() {
             .expect("start the ingest function");
         let pid = child.id().expect("pid");
         api.started(Duration::from_secs(60)).await.expect("the function started");
-        let after_init = status_mib(pid, "VmRSS:");
+        let after_init = status_mib(pid, "VmRSS");
         let (messages, source) = next_batch(&stack, &provisioned.ingest_queue_url, 1).await;
         let event = serde_json::to_value(sluice_local::pollers::event_of(&messages, &source)).expect("event");
         let started = Instant::now();
         let answer = api.invoke(event, Duration::from_secs(900)).await.expect("the function answered");
         let took = started.elapsed().as_secs_f64();
-        let peak = status_mib(pid, "VmHWM:");
+        let peak = status_mib(pid, "VmHWM");
         let response: sluice_queue::SqsBatchResponse =
             serde_json::from_value(answer.clone()).expect("a batch response");
         assert!(response.batch_item_failures.is_empty(), "{answer}");

@@ -93,12 +93,6 @@ where
     Measured { rps: requests as f64 / total.as_secs_f64(), p50: pct(0.50), p99: pct(0.99) }
 }
 
-fn peak_memory_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
@@ -162,10 +156,8 @@ async fn main() {
         );
     }
     if let Some(pid) = args.pid {
-        match peak_memory_kib(pid) {
-            Some(kib) => {
-                println!("\npeak resident memory of the function process (VmHWM): {:.1} MiB", kib as f64 / 1024.0)
-            }
+        match sluice_e2e::process_memory_mib(&pid.to_string(), "VmHWM") {
+            Some(mib) => println!("\npeak resident memory of the function process (VmHWM): {mib:.1} MiB"),
             None => println!("\npeak memory: process {pid} not readable"),
         }
     }

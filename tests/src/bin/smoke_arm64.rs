@@ -247,18 +247,8 @@ where
         if started.elapsed() > Duration::from_secs(180) {
             return Err(format!("{}: its effect did not appear in 180 s", function.spec.logical_id));
         }
-        let received = stack
-            .sqs
-            .receive_message()
-            .queue_url(queue_url)
-            .max_number_of_messages(source.batch_size)
-            .wait_time_seconds(1)
-            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
-            .send()
-            .await
-            .map_err(|e| format!("receive: {e:?}"))?
-            .messages
-            .unwrap_or_default();
+        let received =
+            sluice_local::pollers::receive(&stack.sqs, &source).await.map_err(|e| format!("receive: {e:?}"))?;
         if received.is_empty() {
             continue;
         }
@@ -473,7 +463,8 @@ async fn smoke(args: &Args) -> Result<Vec<(Line, String)>, String> {
     let (status, deleted) = knowledge.request(&user, "DELETE", &format!("/api/v1/kb/{kb}"), Body::None).await?;
     check(status == 200 || status == 202 || status == 204, format!("delete the base: {status} {deleted}"))?;
     note(knowledge, "DELETE /kb/{id}", format!("{status}; its teardown queued"));
-    let batches = drain(&stack, teardown, &provisioned.teardown_queue_url, || exists(table.clone()).map_not()).await?;
+    let batches =
+        drain(&stack, teardown, &provisioned.teardown_queue_url, || async { !exists(table.clone()).await }).await?;
     note(teardown, "SQS batch: the teardown job", format!("{batches}; table {table} dropped"));
 
     // The sweep on its schedule: an upload link that expired long ago is closed.
@@ -499,16 +490,6 @@ async fn smoke(args: &Args) -> Result<Vec<(Line, String)>, String> {
         let _ = function.child.kill().await;
     }
     Ok(lines)
-}
-
-trait Negate {
-    fn map_not(self) -> impl std::future::Future<Output = bool>;
-}
-
-impl<F: std::future::Future<Output = bool>> Negate for F {
-    async fn map_not(self) -> bool {
-        !self.await
-    }
 }
 
 /// The object a chat upload's answer names: it exists, under `aws:kms` with the deployment's key.
