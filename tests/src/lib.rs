@@ -7,6 +7,7 @@ pub mod built_template;
 pub mod contract;
 pub mod llamaparse_stand_in;
 pub mod runtime_api;
+pub mod s3_fault_proxy;
 pub mod stub;
 pub mod vectors;
 pub mod vision_stand_in;

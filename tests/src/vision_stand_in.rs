@@ -169,7 +169,7 @@ impl VisionStandIn {
 }
 
 /// Serves HTTP/1 on `listener` until the test ends, each request answered by `answer`.
-pub(crate) fn serve<F, Fut>(listener: tokio::net::TcpListener, answer: F)
+pub fn serve<F, Fut>(listener: tokio::net::TcpListener, answer: F)
 where
     F: Fn(Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Response<Full<Bytes>>> + Send + 'static,

@@ -4,31 +4,37 @@
 //!
 //! Load, each step chosen from a seeded generator: chat uploads inline and presigned (some
 //! of them hostile files from the corpus), knowledge bases created and deleted, documents
-//! uploaded, replaced and deleted, re-indexes, and searches.
+//! uploaded, replaced and deleted, re-indexes, searches, and per tenant a sync source over
+//! a bucket of its own whose objects are added, changed and removed, with runs asked for.
 //!
 //! Invariants: the stack recovered (a new tenant's document is indexed after the faults);
 //! every upload ended (`ready`/`done`, or `rejected`/`error` with a stored
 //! message that says stage, type and advice); every finished document's chunks are exactly
 //! one copy of its current text (none duplicated, none of a replaced or deleted document);
 //! every stored object is named by a row and every row's object exists, under `aws:kms`
-//! with the deployment's key; no vector table outlives its base; no answer was a 5xx other
-//! than a clean 503 of Sluice's shape (a 429 is a refusal like any 4xx).
+//! with the deployment's key; no vector table outlives its base; after one last run, each
+//! sync source's documents are its bucket's objects, one each, `done`, at their current
+//! ETag; no answer was a 5xx other than a clean 503 of Sluice's shape (a 429 is a refusal
+//! like any 4xx; S3's own `503 SlowDown` to a presigned PUT is its clean refusal); and each
+//! fault kind was injected as often as the schedule promised.
 //!
-//! Faults, on a seeded schedule while the load runs, each logged with its time: the runner
-//! (every function's host here) killed with SIGKILL and restarted; PostgreSQL restarted with
-//! a fast and with an immediate shutdown; pgbouncer paused and resumed; for a stretch, every
-//! SQS batch delivered twice, or put back so later messages go first
-//! (`sluice_local::faults`, in the runner's pollers, not in the functions); the sweep held
-//! back, then run. Not yet: S3 answering 503 (issue 31 is open).
+//! Faults, on a seeded schedule while the load runs (each kind once per 2.5 minutes, at
+//! least once), each logged with its time: the runner (every function's host here, the door
+//! and the pollers) killed with SIGKILL and restarted; PostgreSQL restarted with a fast and
+//! with an immediate shutdown; pgbouncer paused and resumed; for a stretch, every SQS batch
+//! delivered twice, or put back so later messages go first (`sluice_local::faults`, in the
+//! runner's pollers, not in the functions); the sweep held back, then run; S3 answering
+//! every request of the functions `503 SlowDown` (`sluice_e2e::s3_fault_proxy`).
 //!
 //! `--break KIND` injects one known breach before the checks (`duplicated-chunk`,
-//! `orphan-object`, `stuck-row`): the run must fail naming it.
+//! `orphan-object`, `stuck-row`, `unsynced-object`): the run must fail naming it.
 
 use clap::Parser;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use reqwest::Method;
 use serde_json::{Value, json};
+use sluice_e2e::s3_fault_proxy::S3FaultProxy;
 use sluice_e2e::{Stack, User, file_form};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -50,7 +56,7 @@ struct Args {
     /// How long the stack is left alone before the sweep and the checks.
     #[arg(long, default_value_t = 20)]
     quiet_secs: u64,
-    #[arg(long, value_parser = ["duplicated-chunk", "orphan-object", "stuck-row"])]
+    #[arg(long, value_parser = ["duplicated-chunk", "orphan-object", "stuck-row", "unsynced-object"])]
     r#break: Option<String>,
     /// The local runner (`sluice-local`): started, killed and restarted by the soak.
     #[arg(long)]
@@ -81,9 +87,12 @@ enum Fault {
     LateDeliveries,
     /// The sweep's schedule held back for a stretch, then run again.
     SweepHeld,
+    /// S3 answering every request of the functions `503 SlowDown` for a stretch (a fault
+    /// proxy in front of the emulator).
+    S3SlowDown,
 }
 
-const FAULTS: [Fault; 7] = [
+const FAULTS: [Fault; 8] = [
     Fault::RunnerKilled,
     Fault::DatabaseFastRestart,
     Fault::DatabaseImmediateRestart,
@@ -91,43 +100,60 @@ const FAULTS: [Fault; 7] = [
     Fault::DuplicateDeliveries,
     Fault::LateDeliveries,
     Fault::SweepHeld,
+    Fault::S3SlowDown,
 ];
 
 /// The runner process the soak owns.
 struct Runner {
     program: PathBuf,
+    /// Where its functions reach S3: the fault proxy.
+    s3_endpoint: String,
     child: Option<tokio::process::Child>,
 }
 
 impl Runner {
     /// Starts the runner and waits for its door; a start that fails (its database login
     /// refused for a moment after a restart) is tried again, as Lambda starts a function
-    /// whose init failed again at the next event.
+    /// whose init failed again at the next event. Its pid goes to `sluice-local.pid`, so the
+    /// soak's script stops it even when the soak itself dies.
     async fn start(&mut self, stack: &Stack) {
+        let run_dir = std::env::var("SLUICE_RUN_DIR").expect("SLUICE_RUN_DIR");
+        // Another process answering on the door (a runner left from an earlier run, with
+        // that run's passwords) would be taken for this one.
+        assert!(
+            stack.http.get(&stack.api).send().await.is_err(),
+            "something already answers on {}: stop it first",
+            stack.api
+        );
         let started = Instant::now();
         loop {
             let log = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(format!("{}/sluice-local.log", std::env::var("SLUICE_RUN_DIR").expect("SLUICE_RUN_DIR")))
+                .open(format!("{run_dir}/sluice-local.log"))
                 .expect("the runner's log");
-            let faults = format!("{}/faults", std::env::var("SLUICE_RUN_DIR").expect("SLUICE_RUN_DIR"));
+            let faults = format!("{run_dir}/faults");
             std::fs::create_dir_all(&faults).expect("the faults' folder");
             let mut child = tokio::process::Command::new(&self.program)
                 .env("RUST_LOG", "warn")
                 .env("SLUICE_LOCAL_FAULTS_DIR", &faults)
+                .env("AWS_ENDPOINT_URL_S3", &self.s3_endpoint)
                 .stdout(log.try_clone().expect("log"))
                 .stderr(log)
                 .kill_on_drop(true)
                 .spawn()
                 .expect("start the runner");
+            if let Some(pid) = child.id() {
+                std::fs::write(format!("{run_dir}/sluice-local.pid"), pid.to_string()).expect("the runner's pid");
+            }
             loop {
                 assert!(started.elapsed() < Duration::from_secs(120), "the runner did not come back");
-                if stack.http.get(&stack.api).send().await.is_ok() {
+                let exited = child.try_wait().ok().flatten().is_some();
+                if !exited && stack.http.get(&stack.api).send().await.is_ok() {
                     self.child = Some(child);
                     return;
                 }
-                if child.try_wait().ok().flatten().is_some() {
+                if exited {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -144,7 +170,13 @@ impl Runner {
 }
 
 /// Injects `fault` and undoes it; the stack is whole again when this returns.
-async fn inject_fault(fault: Fault, stack: &Stack, runner: &mut Runner, pg_bin: &std::path::Path) {
+async fn inject_fault(
+    fault: Fault,
+    stack: &Stack,
+    runner: &mut Runner,
+    pg_bin: &std::path::Path,
+    s3_proxy: &S3FaultProxy,
+) {
     let run_dir = std::env::var("SLUICE_RUN_DIR").expect("SLUICE_RUN_DIR");
     let read = |name: &str| std::fs::read_to_string(format!("{run_dir}/{name}")).expect(name).trim().to_owned();
     match fault {
@@ -167,14 +199,19 @@ async fn inject_fault(fault: Fault, stack: &Stack, runner: &mut Runner, pg_bin: 
         }
         Fault::DuplicateDeliveries | Fault::LateDeliveries | Fault::SweepHeld => {
             let (name, stretch) = match fault {
-                Fault::DuplicateDeliveries => (sluice_local::faults::DUPLICATE_DELIVERIES, 10),
-                Fault::LateDeliveries => (sluice_local::faults::LATE_DELIVERIES, 10),
-                _ => (sluice_local::faults::SWEEP_HELD, 20),
+                Fault::DuplicateDeliveries => (sluice_local::faults::DUPLICATE_DELIVERIES, 8),
+                Fault::LateDeliveries => (sluice_local::faults::LATE_DELIVERIES, 8),
+                _ => (sluice_local::faults::SWEEP_HELD, 15),
             };
             let switch = format!("{run_dir}/faults/{name}");
             std::fs::write(&switch, b"").expect("switch the fault on");
             tokio::time::sleep(Duration::from_secs(stretch)).await;
             std::fs::remove_file(&switch).expect("switch the fault off");
+        }
+        Fault::S3SlowDown => {
+            s3_proxy.slow_down(true);
+            tokio::time::sleep(Duration::from_secs(8)).await;
+            s3_proxy.slow_down(false);
         }
         Fault::PoolerPaused => {
             let pid = std::fs::read_to_string(format!("{}/pgbouncer.pid", read("pgbouncer"))).expect("pgbouncer's pid");
@@ -213,12 +250,149 @@ impl Tally {
             _ => self.breaches.push(format!("{operation} answered {status}: {answer}")),
         }
     }
+
+    /// An answer of S3 itself (a presigned PUT): its `503 SlowDown` is a clean refusal a
+    /// client retries, in S3's shape rather than Sluice's.
+    fn record_s3(&mut self, operation: &'static str, status: u16) {
+        let answer = if status == 503 { json!({"error": {"code": "SlowDown"}}) } else { Value::Null };
+        self.record(operation, status, &answer);
+    }
 }
 
-/// One tenant's state: its user and its bases with their documents' names.
+/// A tenant's sync source: a bucket of the emulator standing in for the tenant's own, whose
+/// objects the load changes, followed by a base of its own.
+struct SyncSource {
+    kb: String,
+    id: String,
+    bucket: String,
+}
+
+impl SyncSource {
+    /// The bucket with a few objects, a key pair in the vault, a base and the source.
+    async fn create(stack: &Stack, user: &User, rng: &mut StdRng) -> Self {
+        let bucket = format!("soak-source-{}", &Uuid::new_v4().simple().to_string()[..12]);
+        stack.s3.create_bucket().bucket(&bucket).send().await.expect("create the source bucket");
+        for n in 0..4 {
+            put_source_object(stack, &bucket, &format!("shared/note-{n}.txt"), rng).await;
+        }
+        let secret = json!({"name": format!("reader {}", Uuid::new_v4().simple()), "kind": "aws_credentials",
+            "visibility": "org", "value": {"access_key_id": "AKIAEXAMPLEREADER", "secret_access_key": "not-a-real-secret"}});
+        let (status, secret) = stack.call_json(user, Method::POST, "/secrets", Some(secret)).await;
+        assert_eq!(status, 201, "a key pair for the source: {secret}");
+        let base = json!({"name": format!("Synced {}", Uuid::new_v4().simple()), "scope": "org",
+            "embedding_provider": "local", "embedding_model": "all-minilm-l6-v2",
+            "ingestion_config": {"chunk_size": 300, "chunk_overlap": 30}});
+        let (status, base) = stack.call_json(user, Method::POST, "/kb", Some(base)).await;
+        assert_eq!(status, 201, "the source's base: {base}");
+        let kb = base["id"].as_str().expect("id").to_owned();
+        let source = json!({"type": "s3", "name": bucket, "config": {"bucket": bucket, "prefix": "shared/"},
+            "credential": {"secret_id": secret["id"]}, "sync_mode": "new_only"});
+        let (status, source) =
+            stack.call_json(user, Method::POST, &format!("/kb/{kb}/sync-sources"), Some(source)).await;
+        assert_eq!(status, 201, "the source: {source}");
+        Self { kb, id: source["id"].as_str().expect("id").to_owned(), bucket }
+    }
+
+    /// The bucket's objects under the source's prefix, with their ETags.
+    async fn objects(&self, stack: &Stack) -> BTreeMap<String, String> {
+        let listed = stack.s3.list_objects_v2().bucket(&self.bucket).prefix("shared/").send().await.expect("list");
+        listed
+            .contents()
+            .iter()
+            .filter_map(|o| Some((o.key()?.to_owned(), o.e_tag()?.trim_matches('"').to_owned())))
+            .collect()
+    }
+
+    /// Starts a run; its id, or the answer that refused it.
+    async fn start_run(&self, stack: &Stack, user: &User, confirm_removals: bool) -> (u16, Value) {
+        let path = format!("/kb/{}/sync-sources/{}/sync", self.kb, self.id);
+        stack.call_json(user, Method::POST, &path, Some(json!({"confirm_removals": confirm_removals}))).await
+    }
+
+    /// After the load: one more run, removals confirmed, waited for; what it left differing
+    /// from the bucket. `drift` puts one object in the bucket after the run (a known breach).
+    async fn breaches(&self, stack: &Stack, user: &User, drift: bool) -> Vec<String> {
+        let began = Instant::now();
+        let run_id = loop {
+            let (status, started) = self.start_run(stack, user, true).await;
+            if let Some(id) = started["run_id"].as_str().filter(|_| status == 202) {
+                break id.to_owned();
+            }
+            if began.elapsed() > Duration::from_secs(120) {
+                return vec![format!("source {}: a last run could not start: {status} {started}", self.id)];
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        };
+        let logs = format!("/kb/{}/sync-sources/{}/logs", self.kb, self.id);
+        let log = loop {
+            let (_, listed) = stack.call_json(user, Method::GET, &logs, None).await;
+            let log = listed["logs"].as_array().into_iter().flatten().find(|l| l["id"] == run_id.as_str()).cloned();
+            if let Some(log) = log.filter(|l| l["status"] != "running") {
+                break log;
+            }
+            if began.elapsed() > Duration::from_secs(240) {
+                return vec![format!("source {}: its last run {run_id} did not end", self.id)];
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        if drift {
+            eprintln!("[soak] breaking it on purpose: an object the source never ran over");
+            stack
+                .s3
+                .put_object()
+                .bucket(&self.bucket)
+                .key("shared/unsynced.txt")
+                .body(b"late".to_vec().into())
+                .send()
+                .await
+                .expect("put");
+        }
+        let mut found = Vec::new();
+        if log["status"] != "done" {
+            found
+                .push(format!("source {}: its last run {run_id} ended {}: {}", self.id, log["status"], log["message"]));
+        }
+        let rows = stack
+            .db()
+            .await
+            .query(
+                "SELECT id, coalesce(source_path, ''), status, coalesce(source_etag, '') FROM rag_documents                  WHERE kb_id = $1::text::uuid",
+                &[&self.kb],
+            )
+            .await
+            .expect("the source's documents");
+        let mut objects = self.objects(stack).await;
+        for row in &rows {
+            let (id, address, status, etag): (Uuid, String, String, String) =
+                (row.get(0), row.get(1), row.get(2), row.get(3));
+            let key = address.strip_prefix(&format!("s3://{}/", self.bucket)).unwrap_or_default();
+            match objects.remove(key) {
+                Some(current) if status == "done" && etag == current => {}
+                Some(current) => found.push(format!(
+                    "source {}: document {id} for {address} is {status} with ETag {etag:?}, the object's is {current:?}",
+                    self.id
+                )),
+                None => found.push(format!(
+                    "source {}: document {id} ({status}) at {address:?} names no object of the bucket (or a second one)",
+                    self.id
+                )),
+            }
+        }
+        found.extend(objects.keys().map(|key| format!("source {}: object {key} has no document", self.id)));
+        found
+    }
+}
+
+async fn put_source_object(stack: &Stack, bucket: &str, key: &str, rng: &mut StdRng) {
+    let body = generated_text(rng).into_bytes();
+    stack.s3.put_object().bucket(bucket).key(key).body(body.into()).send().await.expect("put a source object");
+}
+
+/// One tenant's state: its user, its bases with their documents' names, its sync source.
 struct Tenant {
     user: User,
     bases: Vec<(String, Vec<String>)>,
+    source: SyncSource,
 }
 
 fn generated_text(rng: &mut StdRng) -> String {
@@ -248,16 +422,21 @@ fn corpus_files(dir: Option<&PathBuf>) -> Vec<(String, Vec<u8>)> {
     files
 }
 
-/// One step of a tenant's load.
+/// One step of a tenant's load; whether any answer was a 503 (the client then waits a
+/// moment before its next request, as a client backs off).
 async fn step(
     stack: &Stack,
     tenant: &mut Tenant,
     rng: &mut StdRng,
     corpus: &[(String, Vec<u8>)],
     tally: &Mutex<Tally>,
-) {
+) -> bool {
     let user = tenant.user.clone();
-    let record = |operation, status, answer: &Value| tally.lock().expect("tally").record(operation, status, answer);
+    let shed = std::sync::atomic::AtomicBool::new(false);
+    let record = |operation, status, answer: &Value| {
+        shed.fetch_or(status == 503, std::sync::atomic::Ordering::Relaxed);
+        tally.lock().expect("tally").record(operation, status, answer);
+    };
     match rng.random_range(0..100) {
         0..20 => {
             let (name, bytes) = if !corpus.is_empty() && rng.random_bool(0.5) {
@@ -274,8 +453,15 @@ async fn step(
             let (status, intent) = stack.intent(&user, body).await;
             record("chat upload intent", status, &intent);
             if status == 201 {
-                let put = stack.put_presigned(&intent, bytes).await;
-                record("presigned PUT", put, &Value::Null);
+                // S3's `503 SlowDown` asks the client to try again later, as S3's clients do.
+                for _ in 0..40 {
+                    let put = stack.put_presigned(&intent, bytes.clone()).await;
+                    tally.lock().expect("tally").record_s3("presigned PUT", put);
+                    if put != 503 {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
             }
         }
         30..36 if tenant.bases.len() < 3 => {
@@ -335,6 +521,37 @@ async fn step(
             // A re-index already running is a clean 409.
             record("re-index", status, &answer);
         }
+        80..88 => {
+            // The tenant's own bucket changes (straight to the emulator, as the tenant's
+            // storage is not behind Sluice's faults), and now and then a run is asked for.
+            let source = &tenant.source;
+            let keys: Vec<String> = source.objects(stack).await.into_keys().collect();
+            match rng.random_range(0..4) {
+                0 => {
+                    put_source_object(stack, &source.bucket, &format!("shared/note-{}.txt", rng.random::<u32>()), rng)
+                        .await
+                }
+                1 if !keys.is_empty() => {
+                    put_source_object(stack, &source.bucket, &keys[rng.random_range(0..keys.len())], rng).await
+                }
+                2 if keys.len() > 1 => {
+                    let key = &keys[rng.random_range(0..keys.len())];
+                    stack
+                        .s3
+                        .delete_object()
+                        .bucket(&source.bucket)
+                        .key(key)
+                        .send()
+                        .await
+                        .expect("delete a source object");
+                }
+                _ => {
+                    // A run already going is a clean 409.
+                    let (status, answer) = source.start_run(stack, &user, rng.random_bool(0.5)).await;
+                    record("sync run", status, &answer);
+                }
+            }
+        }
         _ if !tenant.bases.is_empty() => {
             let ids: Vec<&String> = tenant.bases.iter().map(|(id, _)| id).collect();
             let mode = ["vector", "keyword", "hybrid"][rng.random_range(0..3)];
@@ -344,6 +561,7 @@ async fn step(
         }
         _ => {}
     }
+    shed.into_inner()
 }
 
 /// Waits until nothing is left to do: no document processing, no outbox row unsent, no
@@ -569,49 +787,77 @@ async fn main() {
     // A step's panic is a request with no answer, counted; its message would only be noise.
     std::panic::set_hook(Box::new(|info| eprintln!("[soak] {info}")));
     let stack = Stack::from_env().await;
-    let mut runner = Runner { program: args.runner.clone(), child: None };
+    let s3_proxy = S3FaultProxy::start(&std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL")).await;
+    let mut runner = Runner { program: args.runner.clone(), s3_endpoint: s3_proxy.url.clone(), child: None };
     runner.start(&stack).await;
     let corpus = Arc::new(corpus_files(args.corpus.as_ref()));
     let tally = Arc::new(Mutex::new(Tally::default()));
+    // Each tenant's sync source is made before the load and the faults begin.
+    let mut tenants = Vec::new();
+    for n in 0..args.tenants {
+        let mut rng = StdRng::seed_from_u64(args.seed.wrapping_mul(1000).wrapping_add(n as u64));
+        let user = User::with(Some(Uuid::new_v4()), &["collections:edit", "secrets:edit"], false);
+        let source = SyncSource::create(&stack, &user, &mut rng).await;
+        tenants.push((Tenant { user, bases: Vec::new(), source }, rng));
+    }
     let deadline = Instant::now() + Duration::from_secs_f64(args.minutes * 60.0);
     let mut tasks = Vec::new();
-    for n in 0..args.tenants {
+    for (mut tenant, mut rng) in tenants {
         let (stack, corpus, tally) = (stack.clone(), corpus.clone(), tally.clone());
-        let mut rng = StdRng::seed_from_u64(args.seed.wrapping_mul(1000).wrapping_add(n as u64));
         tasks.push(tokio::spawn(async move {
-            let mut tenant =
-                Tenant { user: User::with(Some(Uuid::new_v4()), &["collections:edit"], false), bases: Vec::new() };
             while Instant::now() < deadline {
                 // A request that gets no answer at all (the door killed under it) panics in
                 // the client; it is counted, as API Gateway would answer it 502.
                 let stepped = std::panic::AssertUnwindSafe(step(&stack, &mut tenant, &mut rng, &corpus, &tally));
-                if futures_util::FutureExt::catch_unwind(stepped).await.is_err() {
-                    *tally.lock().expect("tally").unanswered.entry("no answer (the door was down)").or_default() += 1;
-                    // A client retries after a moment, not in a tight loop.
-                    tokio::time::sleep(Duration::from_millis(250)).await;
+                match futures_util::FutureExt::catch_unwind(stepped).await {
+                    Ok(false) => {}
+                    Ok(true) => tokio::time::sleep(Duration::from_millis(250)).await,
+                    Err(_) => {
+                        *tally.lock().expect("tally").unanswered.entry("no answer (the door was down)").or_default() +=
+                            1;
+                        // A client retries after a moment, not in a tight loop.
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                    }
                 }
             }
+            tenant
         }));
     }
-    // The faults, on a seeded schedule: every kind at least five times in a 15-minute run.
+    // The faults, on a seeded schedule spread over the run: each kind once per 2.5 minutes
+    // (six times in 15 minutes, once in 2), the least injected kind next.
+    let per_kind = ((args.minutes / 2.5).floor() as u32).max(1);
+    let planned = if args.no_faults { 0 } else { per_kind * FAULTS.len() as u32 };
     let mut injected: BTreeMap<Fault, u32> = BTreeMap::new();
+    let mut rng = StdRng::seed_from_u64(args.seed.wrapping_add(7));
+    let began = Instant::now();
+    let mut spent = Duration::ZERO;
+    let mut found = Vec::new();
+    for done in 0..planned {
+        // The gap left per fault once the faults' own time (as measured so far) is set aside.
+        let typical = if done == 0 { Duration::from_secs(6) } else { spent / done };
+        let left = deadline.saturating_duration_since(Instant::now());
+        let gap = (left.as_secs_f64() / f64::from(planned - done) - typical.as_secs_f64()).max(0.5);
+        tokio::time::sleep(Duration::from_secs_f64(gap * rng.random_range(0.5..1.5))).await;
+        if Instant::now() >= deadline {
+            break;
+        }
+        let least = FAULTS.iter().map(|f| injected.get(f).copied().unwrap_or(0)).min().unwrap_or(0);
+        let due: Vec<Fault> = FAULTS.into_iter().filter(|f| injected.get(f).copied().unwrap_or(0) == least).collect();
+        let fault = due[rng.random_range(0..due.len())];
+        let at = Instant::now();
+        eprintln!("[soak] {:>7.1} s: {fault:?}", began.elapsed().as_secs_f64());
+        inject_fault(fault, &stack, &mut runner, &args.pg_bin, &s3_proxy).await;
+        spent += at.elapsed();
+        *injected.entry(fault).or_default() += 1;
+    }
     if !args.no_faults {
-        let mut rng = StdRng::seed_from_u64(args.seed.wrapping_add(7));
-        let every = (args.minutes * 60.0 / (FAULTS.len() as f64 * 6.0)).clamp(5.0, 60.0);
-        let began = Instant::now();
-        while Instant::now() + Duration::from_secs_f64(every) < deadline {
-            tokio::time::sleep(Duration::from_secs_f64(every * rng.random_range(0.5..1.5))).await;
-            let least = FAULTS.iter().map(|f| injected.get(f).copied().unwrap_or(0)).min().unwrap_or(0);
-            let due: Vec<Fault> =
-                FAULTS.into_iter().filter(|f| injected.get(f).copied().unwrap_or(0) == least).collect();
-            let fault = due[rng.random_range(0..due.len())];
-            eprintln!("[soak] {:>7.1} s: {fault:?}", began.elapsed().as_secs_f64());
-            inject_fault(fault, &stack, &mut runner, &args.pg_bin).await;
-            *injected.entry(fault).or_default() += 1;
+        for fault in FAULTS.into_iter().filter(|f| injected.get(f).copied().unwrap_or(0) < per_kind) {
+            found.push(format!("the schedule injected {fault:?} fewer than {per_kind} times: the run was too short"));
         }
     }
+    let mut tenants = Vec::new();
     for task in tasks {
-        task.await.expect("a tenant's load");
+        tenants.push(task.await.expect("a tenant's load"));
     }
     eprintln!("[soak] load over; quiet for {} s, then the sweep", args.quiet_secs);
     settled(&stack, Duration::from_secs(300)).await;
@@ -619,21 +865,28 @@ async fn main() {
     let mut sweep = stack.sweep_state().await;
     // Within the run, the sweep acts on what the quiet period left, not after hours.
     sweep.thresholds.unnamed_object_grace = Duration::from_secs(args.quiet_secs);
+    sweep.thresholds.sync_stall_age = Duration::from_secs(args.quiet_secs);
     sweep.thresholds.removal_grace = Duration::ZERO;
     sluice_sweep::handle(&sweep, time::OffsetDateTime::now_utc()).await.expect("the sweep");
     settled(&stack, Duration::from_secs(120)).await;
-    if let Some(kind) = &args.r#break {
+    for (n, tenant) in tenants.iter().enumerate() {
+        let drift = n == 0 && args.r#break.as_deref() == Some("unsynced-object");
+        found.extend(tenant.source.breaches(&stack, &tenant.user, drift).await);
+    }
+    settled(&stack, Duration::from_secs(120)).await;
+    if let Some(kind) = args.r#break.as_ref().filter(|k| *k != "unsynced-object") {
         eprintln!("[soak] breaking it on purpose: {kind}");
         inject(&stack, kind).await;
     }
 
     let tally = std::mem::take(&mut *tally.lock().expect("tally"));
-    let mut found = tally.breaches.clone();
+    found.extend(tally.breaches.iter().cloned());
     if tally.accepted.values().sum::<u64>() == 0 {
         found.push("nothing was accepted during the load: the stack never served".to_owned());
     }
     found.extend(recovered(&stack).await);
     found.extend(breaches(&stack).await);
+    runner.kill().await;
     println!("| operation | sent | accepted | refused (4xx) | unavailable (clean 503) |");
     println!("|---|---|---|---|---|");
     for (operation, sent) in &tally.sent {
@@ -652,6 +905,7 @@ async fn main() {
         println!("| {fault:?} | {} |", injected.get(&fault).copied().unwrap_or(0));
     }
     println!();
+    println!("S3 requests of the functions answered 503 SlowDown: {}", s3_proxy.shed());
     println!("breaches: {}", found.len());
     if !found.is_empty() {
         for breach in found.iter().take(20) {
