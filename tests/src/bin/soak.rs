@@ -422,6 +422,19 @@ fn corpus_files(dir: Option<&PathBuf>) -> Vec<(String, Vec<u8>)> {
     files
 }
 
+/// PUTs an intent's bytes to S3; S3's `503 SlowDown` asks the client to try again later,
+/// and it does, as S3's clients do.
+async fn put_presigned(stack: &Stack, intent: &Value, bytes: Vec<u8>, tally: &Mutex<Tally>) {
+    for _ in 0..40 {
+        let put = stack.put_presigned(intent, bytes.clone()).await;
+        tally.lock().expect("tally").record_s3("presigned PUT", put);
+        if put != 503 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// One step of a tenant's load; whether any answer was a 503 (the client then waits a
 /// moment before its next request, as a client backs off).
 async fn step(
@@ -453,15 +466,7 @@ async fn step(
             let (status, intent) = stack.intent(&user, body).await;
             record("chat upload intent", status, &intent);
             if status == 201 {
-                // S3's `503 SlowDown` asks the client to try again later, as S3's clients do.
-                for _ in 0..40 {
-                    let put = stack.put_presigned(&intent, bytes.clone()).await;
-                    tally.lock().expect("tally").record_s3("presigned PUT", put);
-                    if put != 503 {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
+                put_presigned(stack, &intent, bytes, tally).await;
             }
         }
         30..36 if tenant.bases.len() < 3 => {
@@ -489,12 +494,33 @@ async fn step(
             } else {
                 format!("doc-{}.txt", rng.random::<u32>())
             };
-            let form = file_form(&name, Some("text/plain"), generated_text(rng).into_bytes())
-                .text("replace", replace.to_string());
-            let (status, answer) = stack.post_form(&user, &format!("/kb/{kb}/documents"), form).await;
-            record(if replace { "replace document" } else { "upload document" }, status, &answer);
-            if status == 202 && !replace {
-                names.push(name);
+            let bytes = generated_text(rng).into_bytes();
+            match rng.random_range(0..10) {
+                0..2 if !replace => {
+                    let body = json!({"filename": name, "size": bytes.len(), "mime_type": "text/plain"});
+                    let (status, intent) =
+                        stack.call_json(&user, Method::POST, &format!("/kb/{kb}/documents/uploads"), Some(body)).await;
+                    record("document upload intent", status, &intent);
+                    if status == 201 {
+                        put_presigned(stack, &intent, bytes, tally).await;
+                        names.push(name);
+                    }
+                }
+                2..4 if !replace && !corpus.is_empty() => {
+                    // A file of the corpus, hostile or not, as a document.
+                    let (name, bytes) = corpus[rng.random_range(0..corpus.len())].clone();
+                    let (status, answer) =
+                        stack.post_form(&user, &format!("/kb/{kb}/documents"), file_form(&name, None, bytes)).await;
+                    record("upload document (corpus)", status, &answer);
+                }
+                _ => {
+                    let form = file_form(&name, Some("text/plain"), bytes).text("replace", replace.to_string());
+                    let (status, answer) = stack.post_form(&user, &format!("/kb/{kb}/documents"), form).await;
+                    record(if replace { "replace document" } else { "upload document" }, status, &answer);
+                    if status == 202 && !replace {
+                        names.push(name);
+                    }
+                }
             }
         }
         70..76 if !tenant.bases.is_empty() => {
