@@ -174,7 +174,7 @@ async fn a_sweep_reports_a_count_for_every_task() {
     let report = sluice_sweep::handle(&state, OffsetDateTime::now_utc()).await.expect("a clean run");
     let logged = serde_json::to_value(&report).expect("json");
     let counts = logged.as_object().expect("an object");
-    assert_eq!(counts.len(), 12, "eleven tasks and the failed ones: {logged}");
+    assert_eq!(counts.len(), 13, "twelve counts and the failed ones: {logged}");
     for (task, count) in counts.iter().filter(|(task, _)| *task != "failed_tasks") {
         assert!(count.is_u64(), "{task}: {logged}");
     }
@@ -212,4 +212,130 @@ async fn a_document_intent_that_expired_is_listed_as_failed_then_removed_after_t
     };
     eventually("the expired intent's row removed", async || !present(expired).await).await;
     assert!(present(other).await, "a document that failed for another reason stays listed");
+}
+
+/// The state a lost or dead-lettered S3 event leaves, a day at most after the link expired:
+/// the bytes stored, the row never judged. The sweep has the parse judge them: the upload
+/// ends as if its event had come, neither refused for want of it nor left pending.
+#[tokio::test]
+async fn an_expired_upload_whose_bytes_landed_unjudged_is_judged_not_refused() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let bytes = b"Minutes: the harbour survey is approved.".to_vec();
+    let (status, intent) =
+        stack.intent(&user, json!({"filename": "minutes.txt", "size": bytes.len(), "mime_type": "text/plain"})).await;
+    assert_eq!(status, 201, "{intent}");
+    assert_eq!(stack.put_presigned(&intent, bytes).await, 200);
+    let id = Uuid::parse_str(intent["id"].as_str().expect("id")).expect("uuid");
+    assert_eq!(stack.settled(&user, &id.to_string()).await["status"], "ready");
+    let db = stack.db().await;
+    db.execute(
+        "UPDATE chat_files SET status = 'pending', object_etag = NULL, parsed_content = NULL, \
+         expires_at = now() - interval '2 hours' WHERE id = $1",
+        &[&id],
+    )
+    .await
+    .expect("the event lost");
+    let status = async || -> String {
+        db.query_one("SELECT status FROM chat_files WHERE id = $1", &[&id]).await.expect("row").get(0)
+    };
+    eventually("the landed upload judged", async || status().await != "pending").await;
+    let file = stack.settled(&user, &id.to_string()).await;
+    assert_eq!(file["status"], "ready", "{file}");
+    let key: String =
+        db.query_one("SELECT storage_path FROM chat_files WHERE id = $1", &[&id]).await.expect("row").get(0);
+    assert!(stack.keys_under(&key).await.contains(&key), "the judged bytes stay");
+}
+
+/// The same for a document: its bytes landed, its event never came; it is parsed and
+/// indexed once, its chunks one copy.
+#[tokio::test]
+async fn an_expired_document_upload_whose_bytes_landed_unjudged_is_indexed_not_failed() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let base = json!({"name": "Runbooks", "scope": "org", "embedding_provider": "local", "embedding_model": "all-minilm-l6-v2"});
+    let (status, base) = stack.call_json(&user, Method::POST, "/kb", Some(base)).await;
+    assert_eq!(status, 201, "{base}");
+    let (kb, collection) = (base["id"].as_str().expect("id"), base["collection_name"].as_str().expect("name"));
+    let bytes = b"# Runbook\n\nRestart the ingestion workers when the queue backs up.\n".to_vec();
+    let declared = json!({"filename": "runbook.md", "size": bytes.len(), "mime_type": "text/markdown"});
+    let (status, intent) =
+        stack.call_json(&user, Method::POST, &format!("/kb/{kb}/documents/uploads"), Some(declared)).await;
+    assert_eq!(status, 201, "{intent}");
+    assert_eq!(stack.put_presigned(&intent, bytes).await, 200);
+    let id = Uuid::parse_str(intent["tracking_id"].as_str().expect("id")).expect("uuid");
+    let db = stack.db().await;
+    // The vector table is made with the base's first chunks: counted once the document is done.
+    let state = async || -> (String, i32, i64) {
+        let row = db
+            .query_one("SELECT status, coalesce(chunk_count, 0) FROM rag_documents WHERE id = $1", &[&id])
+            .await
+            .expect("row");
+        let status: String = row.get(0);
+        let chunks: i64 = if status == "done" {
+            db.query_one(&format!("SELECT count(*) FROM \"rag_{collection}\" WHERE document_id = $1"), &[&id])
+                .await
+                .expect("chunks")
+                .get(0)
+        } else {
+            0
+        };
+        (status, row.get(1), chunks)
+    };
+    eventually("the document indexed", async || state().await.0 == "done").await;
+    db.execute(
+        "UPDATE rag_documents SET status = 'processing', parsed_path = NULL, bytes_judged = false, \
+         upload_expires_at = now() - interval '2 hours' WHERE id = $1",
+        &[&id],
+    )
+    .await
+    .expect("the event lost");
+    eventually("the landed document finished", async || state().await.0 != "processing").await;
+    let (status, chunk_count, chunks) = state().await;
+    assert_eq!(status, "done", "not failed for want of its event");
+    assert!(chunk_count > 0 && i64::from(chunk_count) == chunks, "{chunk_count} chunks recorded, {chunks} stored");
+}
+
+/// An upload whose bytes landed but that nothing could judge for a day after it was asked
+/// for is given up: the document fails saying so, and its bytes are removed.
+#[tokio::test]
+async fn a_landed_document_upload_still_unjudged_a_day_on_fails_saying_so() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let base = json!({"name": "Archive", "scope": "org", "embedding_provider": "local", "embedding_model": "all-minilm-l6-v2"});
+    let (status, base) = stack.call_json(&user, Method::POST, "/kb", Some(base)).await;
+    assert_eq!(status, 201, "{base}");
+    let kb = base["id"].as_str().expect("id");
+    let bytes = b"Ledger of the old harbour dues.\n".to_vec();
+    let declared = json!({"filename": "ledger.txt", "size": bytes.len(), "mime_type": "text/plain"});
+    let (status, intent) =
+        stack.call_json(&user, Method::POST, &format!("/kb/{kb}/documents/uploads"), Some(declared)).await;
+    assert_eq!(status, 201, "{intent}");
+    assert_eq!(stack.put_presigned(&intent, bytes).await, 200);
+    let id = Uuid::parse_str(intent["tracking_id"].as_str().expect("id")).expect("uuid");
+    let db = stack.db().await;
+    let status = async || -> String {
+        db.query_one("SELECT status FROM rag_documents WHERE id = $1", &[&id]).await.expect("row").get(0)
+    };
+    eventually("the document indexed", async || status().await == "done").await;
+    // Its event lost, and the upload asked for a day ago.
+    db.execute(
+        "UPDATE rag_documents SET status = 'processing', parsed_path = NULL, bytes_judged = false, \
+         created_at = now() - interval '25 hours', upload_expires_at = now() - interval '2 hours' WHERE id = $1",
+        &[&id],
+    )
+    .await
+    .expect("the event lost");
+    let key: String =
+        db.query_one("SELECT storage_path FROM rag_documents WHERE id = $1", &[&id]).await.expect("row").get(0);
+    let row = async || -> (String, String) {
+        let row = db
+            .query_one("SELECT status, coalesce(error_message, '') FROM rag_documents WHERE id = $1", &[&id])
+            .await
+            .expect("row");
+        (row.get(0), row.get(1))
+    };
+    eventually("the day-old upload given up", async || row().await.0 != "processing").await;
+    assert_eq!(row().await, ("error".to_owned(), sluice_sweep::NEVER_JUDGED.to_owned()));
+    eventually("its bytes removed", async || !stack.keys_under(&key).await.contains(&key)).await;
 }

@@ -20,7 +20,7 @@ use sluice_blob::{Blob, BlobError};
 use sluice_domain::{BlockingPool, CHAT_UPLOAD_PREFIX, Config};
 use sluice_isolate::Extractor;
 use sluice_queue::SqsBatchResponse;
-use sluice_queue::jobs::{Dispatcher, DocumentJob};
+use sluice_queue::jobs::{Dispatcher, DocumentJob, LandedJob};
 use sluice_queue::s3::{Change, ObjectChange, S3Message};
 use sluice_sources::Remote;
 use sluice_store::{DOCUMENT_UPLOAD_PREFIX, Db, SourceEventJob, SyncRunJob};
@@ -74,7 +74,19 @@ pub async fn handle(state: &State, event: sluice_queue::SqsEvent) -> SqsBatchRes
 }
 
 async fn handle_message(state: &State, body: &str) -> Result<(), ParseError> {
-    // A document job or a sync run's page from the outbox, or else an S3 notification.
+    // A document job or a sync run's page from the outbox, the sweep's word that bytes
+    // landed unjudged, or else an S3 notification.
+    if let Ok(job) = serde_json::from_str::<LandedJob>(body) {
+        let change = ObjectChange {
+            change: Change::Created,
+            bucket: state.config.bucket.clone(),
+            key: job.landed_key,
+            size: None,
+            etag: None,
+            version_id: None,
+        };
+        return handle_change(state, &change).await;
+    }
     if let Ok(job) = serde_json::from_str::<DocumentJob>(body) {
         return documents::parse_document(state, job).await;
     }

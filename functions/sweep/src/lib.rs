@@ -1,10 +1,13 @@
 //! The `sweep` function, run on a schedule (every 15 minutes, one at a time): it reaps what
 //! nobody else will. Each task has its own age threshold (`Thresholds`, configurable):
 //!
-//! - presigned upload intents whose link expired with no bytes judged: the row is rejected
-//!   (so `GET /files/{id}` says so) and any object that landed late is deleted; a
-//!   document's intent likewise fails its row. Past `CHAT_RETENTION` the rows go too: a
-//!   chat intent's as an unlinked chat file, a document intent's here;
+//! - presigned upload intents whose link expired with no bytes judged: when their object is
+//!   there (its S3 event was lost or dead-lettered), the parse is asked to judge it, again
+//!   each `INTENT_GRACE` until `CHAT_RETENTION` after the upload was asked for — an upload
+//!   that landed is never refused for want of its event; otherwise the row is rejected (so `GET /files/{id}` says why: no
+//!   file arrived, or it arrived and could never be checked) and any object that landed
+//!   late is deleted; a document's intent likewise fails its row. Past `CHAT_RETENTION` the
+//!   rows go too: a chat intent's as an unlinked chat file, a document intent's here;
 //! - outbox rows left unsent (the send after their commit failed): sent again, so an
 //!   acknowledged upload never stays `processing` for want of its job;
 //! - teardowns not finished an hour after they were queued: their job sent again, so a
@@ -31,7 +34,7 @@
 use serde::Serialize;
 use sluice_blob::{Blob, BlobError};
 use sluice_domain::Config;
-use sluice_queue::jobs::Dispatcher;
+use sluice_queue::jobs::{Dispatcher, LANDED_TOPIC, LandedJob};
 use sluice_store::{Db, Reaped, StoreError};
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -93,6 +96,7 @@ pub enum SweepError {
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
 pub struct SweepReport {
     pub expired_intents: u64,
+    pub redriven_uploads: u64,
     pub removed_intents: u64,
     pub resent_jobs: u64,
     pub retried_teardowns: u64,
@@ -197,8 +201,13 @@ pub async fn handle(state: &State, now: OffsetDateTime) -> Result<SweepReport, S
             0
         })
     };
+    let (expired, redriven) = match expire_intents(state, now).await {
+        Ok(intents) => (intents.expired, intents.redriven),
+        Err(error) => (count("expired_intents", Err(error)), 0),
+    };
     let mut report = SweepReport {
-        expired_intents: count("expired_intents", expire_intents(state, now).await),
+        expired_intents: expired,
+        redriven_uploads: redriven,
         removed_intents: count("removed_intents", remove_expired_document_intents(state, now).await),
         resent_jobs: count("resent_jobs", resend_jobs(state).await),
         retried_teardowns: count("retried_teardowns", retry_teardowns(state).await),
@@ -217,6 +226,7 @@ pub async fn handle(state: &State, now: OffsetDateTime) -> Result<SweepReport, S
     report.failed_tasks = failed_tasks;
     tracing::info!(
         expired_intents = report.expired_intents,
+        redriven_uploads = report.redriven_uploads,
         removed_intents = report.removed_intents,
         resent_jobs = report.resent_jobs,
         retried_teardowns = report.retried_teardowns,
@@ -237,24 +247,64 @@ pub async fn handle(state: &State, now: OffsetDateTime) -> Result<SweepReport, S
 pub const INTENT_EXPIRED: &str =
     "sweep: intent_expired: no file arrived before the upload link expired; upload it again";
 
-async fn expire_intents(state: &State, now: OffsetDateTime) -> Result<u64, SweepError> {
-    let mut expired = 0;
+/// What an upload records whose bytes landed but were never judged, though the parse was
+/// asked again until a day after the upload.
+pub const NEVER_JUDGED: &str =
+    "sweep: never_judged: the file arrived but could not be checked within a day; upload it again";
+
+/// What the intents' task did.
+struct Intents {
+    expired: u64,
+    redriven: u64,
+}
+
+async fn expire_intents(state: &State, now: OffsetDateTime) -> Result<Intents, SweepError> {
+    let mut done = Intents { expired: 0, redriven: 0 };
     let before = now - state.thresholds.intent_grace;
-    for (id, key) in state.db.expired_intents(before, BATCH).await? {
-        if state.db.expire_intent(id, before, INTENT_EXPIRED).await? {
+    // An upload asked for before this whose bytes are there but still unjudged is given up.
+    let asked_since = before - state.thresholds.chat_retention;
+    for (id, key, asked_at) in state.db.expired_intents(before, BATCH).await? {
+        let landed = landed(state, &key).await?;
+        if landed && asked_at >= asked_since {
+            redrive(state, &key).await?;
+            // Not asked again before another grace has passed, nor ahead of the others.
+            state.db.postpone_intent(id, now).await?;
+            done.redriven += 1;
+        } else if state.db.expire_intent(id, before, if landed { NEVER_JUDGED } else { INTENT_EXPIRED }).await? {
             state.blob.delete(&key).await?;
-            expired += 1;
+            done.expired += 1;
         }
     }
-    for (id, key) in state.db.expired_document_intents(before, BATCH).await? {
-        if state.db.fail_document(id, INTENT_EXPIRED).await? {
-            expired += 1;
+    for (id, key, asked_at) in state.db.expired_document_intents(before, BATCH).await? {
+        let landed = !key.is_empty() && landed(state, &key).await?;
+        if landed && asked_at >= asked_since {
+            redrive(state, &key).await?;
+            state.db.postpone_document_intent(id, now).await?;
+            done.redriven += 1;
+            continue;
+        }
+        if state.db.fail_document(id, if landed { NEVER_JUDGED } else { INTENT_EXPIRED }).await? {
+            done.expired += 1;
         }
         if !key.is_empty() {
             state.blob.delete(&key).await?;
         }
     }
-    Ok(expired)
+    Ok(done)
+}
+
+/// Whether an object is stored under `key` (a listing: the sweep may list the upload
+/// prefixes, never read what is in them).
+async fn landed(state: &State, key: &str) -> Result<bool, SweepError> {
+    Ok(state.blob.list(key, None, 1).await?.objects.first().is_some_and(|(found, _)| found == key))
+}
+
+/// Asks the parse to judge the bytes under `key`, as their S3 event would have.
+async fn redrive(state: &State, key: &str) -> Result<(), SweepError> {
+    let job = serde_json::to_value(LandedJob { landed_key: key.to_owned() }).unwrap_or_default();
+    state.dispatcher.send(LANDED_TOPIC, &job).await?;
+    tracing::info!(key, "an expired upload's bytes are there unjudged; the parse is asked to judge them");
+    Ok(())
 }
 
 async fn remove_expired_document_intents(state: &State, now: OffsetDateTime) -> Result<u64, SweepError> {

@@ -273,6 +273,7 @@ impl Config {
             routes.push(("parse-document".to_owned(), url.clone()));
             routes.push(("sync-run".to_owned(), url.clone()));
             routes.push(("sync-event".to_owned(), url.clone()));
+            routes.push(("landed".to_owned(), url.clone()));
         }
         if let Some(url) = &self.ingest_queue_url {
             routes.push(("ingest".to_owned(), url.clone()));

@@ -18,6 +18,18 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// "Bytes landed under this upload's key and were never judged" (topic `landed`, the parse
+/// queue): sent by the sweep for an expired upload whose object is there, because its S3
+/// event was lost or went to the dead-letter queue. Parse handles it as it would the event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LandedJob {
+    pub landed_key: String,
+}
+
+/// The topic of [`LandedJob`]s.
+pub const LANDED_TOPIC: &str = "landed";
+
 /// How many times one document lets other tenants go first in a stage before it takes its
 /// turn regardless (their documents may be stuck; its tenant must still move).
 pub const MAX_YIELDS: u32 = 30;

@@ -199,18 +199,32 @@ impl Db {
         Ok(updated == 1)
     }
 
-    /// Intents whose link expired before `before` and whose bytes never landed and were
-    /// judged: at most `limit`, oldest first.
-    pub async fn expired_intents(&self, before: OffsetDateTime, limit: i64) -> Result<Vec<(Uuid, String)>, StoreError> {
+    /// Intents whose link expired before `before` with no bytes judged: each id, stored key
+    /// and when it was asked for, at most `limit`, the longest expired first.
+    pub async fn expired_intents(
+        &self,
+        before: OffsetDateTime,
+        limit: i64,
+    ) -> Result<Vec<(Uuid, String, OffsetDateTime)>, StoreError> {
         let client = self.client().await?;
         let rows = client
             .query(
-                "SELECT id, storage_path FROM chat_files WHERE status = 'pending' AND expires_at < $1 \
+                "SELECT id, storage_path, created_at FROM chat_files WHERE status = 'pending' AND expires_at < $1 \
                  ORDER BY expires_at LIMIT $2",
                 &[&before, &limit],
             )
             .await?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
+    }
+
+    /// Moves a still-pending intent's expiry to `until`: its bytes were handed to the parse
+    /// again, and the sweep looks at it next only once `until` has passed its grace.
+    pub async fn postpone_intent(&self, id: Uuid, until: OffsetDateTime) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute("UPDATE chat_files SET expires_at = $2 WHERE id = $1 AND status = 'pending'", &[&id, &until])
+            .await?;
+        Ok(())
     }
 
     /// Rejects an intent that expired before `before`; `false` when it was judged meanwhile.

@@ -434,21 +434,36 @@ impl Db {
         Ok(())
     }
 
-    /// Presigned document uploads whose deadline passed before `before` with no text parsed.
+    /// Moves a presigned document upload's deadline to `until` while no text is parsed: its
+    /// bytes were handed to the parse again.
+    pub async fn postpone_document_intent(&self, id: Uuid, until: OffsetDateTime) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "UPDATE rag_documents SET upload_expires_at = $2 \
+                 WHERE id = $1 AND status = 'processing' AND parsed_path IS NULL",
+                &[&id, &until],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Presigned document uploads whose deadline passed before `before` with no text parsed:
+    /// each id, stored key and when it was asked for.
     pub async fn expired_document_intents(
         &self,
         before: OffsetDateTime,
         limit: i64,
-    ) -> Result<Vec<(Uuid, String)>, StoreError> {
+    ) -> Result<Vec<(Uuid, String, OffsetDateTime)>, StoreError> {
         let client = self.client().await?;
         let rows = client
             .query(
-                "SELECT id, storage_path FROM rag_documents WHERE status = 'processing' AND parsed_path IS NULL \
-                 AND upload_expires_at < $1 ORDER BY upload_expires_at LIMIT $2",
+                "SELECT id, storage_path, created_at FROM rag_documents WHERE status = 'processing' \
+                 AND parsed_path IS NULL AND upload_expires_at < $1 ORDER BY upload_expires_at LIMIT $2",
                 &[&before, &limit],
             )
             .await?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get::<_, Option<String>>(1).unwrap_or_default())).collect())
+        Ok(rows.iter().map(|r| (r.get(0), r.get::<_, Option<String>>(1).unwrap_or_default(), r.get(2))).collect())
     }
 
     /// Removes the rows of document intents that expired with no file before `before`:
