@@ -15,11 +15,13 @@
 //! with the deployment's key; no vector table outlives its base; after one last run, each
 //! sync source's documents are its bucket's objects, one each, `done`, at their current
 //! ETag; no answer was a 5xx other than a clean 503 of Sluice's shape (a 429 is a refusal
-//! like any 4xx; S3's own `503 SlowDown` to a presigned PUT is its clean refusal); and each
-//! fault kind was injected as often as the schedule promised.
+//! like any 4xx; S3's own `503 SlowDown` to a presigned PUT is its clean refusal). The last
+//! sweep runs as it would once every upload link has expired (its clock set past them), so
+//! an upload whose S3 event was dead-lettered must be judged through the sweep's re-drive;
+//! the messages dead-lettered and the uploads re-driven are reported.
 //!
 //! Faults, on a seeded schedule while the load runs (each kind once per 2.5 minutes, at
-//! least once), each logged with its time: the runner (every function's host here, the door
+//! least once; the load goes on until the last has been injected), each logged with its time: the runner (every function's host here, the door
 //! and the pollers) killed with SIGKILL and restarted; PostgreSQL restarted with a fast and
 //! with an immediate shutdown; pgbouncer paused and resumed; for a stretch, every SQS batch
 //! delivered twice, or put back so later messages go first (`sluice_local::faults`, in the
@@ -591,8 +593,8 @@ async fn step(
 }
 
 /// Waits until nothing is left to do: no document processing, no outbox row unsent, no
-/// base's teardown unfinished; at most `limit`.
-async fn settled(stack: &Stack, limit: Duration) {
+/// base's teardown unfinished, and with `uploads` no chat upload pending; at most `limit`.
+async fn settled(stack: &Stack, limit: Duration, uploads: bool) {
     let started = Instant::now();
     let db = stack.db().await;
     while started.elapsed() < limit {
@@ -600,8 +602,9 @@ async fn settled(stack: &Stack, limit: Duration) {
             .query_one(
                 "SELECT (SELECT count(*) FROM rag_documents WHERE status = 'processing') \
                       + (SELECT count(*) FROM outbox WHERE dispatched_at IS NULL) \
-                      + (SELECT count(*) FROM collection_teardowns)",
-                &[],
+                      + (SELECT count(*) FROM collection_teardowns) \
+                      + (SELECT count(*) FROM chat_files WHERE status = 'pending' AND $1)",
+                &[&uploads],
             )
             .await
             .expect("busy")
@@ -636,6 +639,30 @@ async fn recovered(stack: &Stack) -> Option<String> {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     Some(format!("the stack did not recover: base {kb}'s document was not indexed in 90 s"))
+}
+
+/// The messages in the dead-letter queues, per queue: what five receives could not handle.
+async fn dead_letters(stack: &Stack) -> String {
+    let mut counts = Vec::new();
+    for spec in sluice_local::resources::QUEUES {
+        let name = format!("{}-dlq", spec.name);
+        let url = stack.sqs.get_queue_url().queue_name(&name).send().await.expect("a dead-letter queue").queue_url;
+        let attributes = stack
+            .sqs
+            .get_queue_attributes()
+            .queue_url(url.expect("its url"))
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .expect("its attributes");
+        let count = attributes
+            .attributes()
+            .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages))
+            .cloned()
+            .unwrap_or_default();
+        counts.push(format!("{name} {count}"));
+    }
+    counts.join(", ")
 }
 
 /// Every breach of the invariants, each with the ids to look at.
@@ -827,11 +854,13 @@ async fn main() {
         tenants.push((Tenant { user, bases: Vec::new(), source }, rng));
     }
     let deadline = Instant::now() + Duration::from_secs_f64(args.minutes * 60.0);
+    // The load runs until the last fault has been injected and undone, even past the deadline.
+    let load_over = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut tasks = Vec::new();
     for (mut tenant, mut rng) in tenants {
-        let (stack, corpus, tally) = (stack.clone(), corpus.clone(), tally.clone());
+        let (stack, corpus, tally, load_over) = (stack.clone(), corpus.clone(), tally.clone(), load_over.clone());
         tasks.push(tokio::spawn(async move {
-            while Instant::now() < deadline {
+            while !load_over.load(std::sync::atomic::Ordering::Relaxed) {
                 // A request that gets no answer at all (the door killed under it) panics in
                 // the client; it is counted, as API Gateway would answer it 502.
                 let stepped = std::panic::AssertUnwindSafe(step(&stack, &mut tenant, &mut rng, &corpus, &tally));
@@ -863,10 +892,7 @@ async fn main() {
         let typical = if done == 0 { Duration::from_secs(6) } else { spent / done };
         let left = deadline.saturating_duration_since(Instant::now());
         let gap = (left.as_secs_f64() / f64::from(planned - done) - typical.as_secs_f64()).max(0.5);
-        tokio::time::sleep(Duration::from_secs_f64(gap * rng.random_range(0.5..1.5))).await;
-        if Instant::now() >= deadline {
-            break;
-        }
+        tokio::time::sleep(Duration::from_secs_f64(gap * rng.random_range(0.75..1.25))).await;
         let least = FAULTS.iter().map(|f| injected.get(f).copied().unwrap_or(0)).min().unwrap_or(0);
         let due: Vec<Fault> = FAULTS.into_iter().filter(|f| injected.get(f).copied().unwrap_or(0) == least).collect();
         let fault = due[rng.random_range(0..due.len())];
@@ -876,30 +902,32 @@ async fn main() {
         spent += at.elapsed();
         *injected.entry(fault).or_default() += 1;
     }
-    if !args.no_faults {
-        for fault in FAULTS.into_iter().filter(|f| injected.get(f).copied().unwrap_or(0) < per_kind) {
-            found.push(format!("the schedule injected {fault:?} fewer than {per_kind} times: the run was too short"));
-        }
-    }
+    tokio::time::sleep_until(deadline.into()).await;
+    load_over.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut tenants = Vec::new();
     for task in tasks {
         tenants.push(task.await.expect("a tenant's load"));
     }
     eprintln!("[soak] load over; quiet for {} s, then the sweep", args.quiet_secs);
-    settled(&stack, Duration::from_secs(300)).await;
+    settled(&stack, Duration::from_secs(300), false).await;
     tokio::time::sleep(Duration::from_secs(args.quiet_secs)).await;
     let mut sweep = stack.sweep_state().await;
     // Within the run, the sweep acts on what the quiet period left, not after hours.
     sweep.thresholds.unnamed_object_grace = Duration::from_secs(args.quiet_secs);
     sweep.thresholds.sync_stall_age = Duration::from_secs(args.quiet_secs);
     sweep.thresholds.removal_grace = Duration::ZERO;
-    sluice_sweep::handle(&sweep, time::OffsetDateTime::now_utc()).await.expect("the sweep");
-    settled(&stack, Duration::from_secs(120)).await;
+    // Its clock is set past every upload link, so each intent left pending is either
+    // rejected (no file came) or, its bytes there unjudged, handed to the parse again.
+    sweep.thresholds.intent_grace = Duration::ZERO;
+    let links_expired =
+        time::OffsetDateTime::now_utc() + Duration::from_secs(sweep.config.upload_intent_ttl_secs + args.quiet_secs);
+    let swept = sluice_sweep::handle(&sweep, links_expired).await.expect("the sweep");
+    settled(&stack, Duration::from_secs(120), true).await;
     for (n, tenant) in tenants.iter().enumerate() {
         let drift = n == 0 && args.r#break.as_deref() == Some("unsynced-object");
         found.extend(tenant.source.breaches(&stack, &tenant.user, drift).await);
     }
-    settled(&stack, Duration::from_secs(120)).await;
+    settled(&stack, Duration::from_secs(120), true).await;
     if let Some(kind) = args.r#break.as_ref().filter(|k| *k != "unsynced-object") {
         eprintln!("[soak] breaking it on purpose: {kind}");
         inject(&stack, kind).await;
@@ -932,6 +960,11 @@ async fn main() {
     }
     println!();
     println!("S3 requests of the functions answered 503 SlowDown: {}", s3_proxy.shed());
+    println!("messages dead-lettered: {}", dead_letters(&stack).await);
+    println!(
+        "uploads the last sweep handed to the parse again (bytes there, unjudged): {}; intents it expired: {}",
+        swept.redriven_uploads, swept.expired_intents
+    );
     println!("breaches: {}", found.len());
     if !found.is_empty() {
         for breach in found.iter().take(20) {
