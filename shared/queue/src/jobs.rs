@@ -146,3 +146,20 @@ impl Dispatcher {
 pub fn receive_count(message: &aws_lambda_events::event::sqs::SqsMessage) -> u32 {
     message.attributes.get("ApproximateReceiveCount").and_then(|v| v.parse().ok()).unwrap_or(1)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parse tries a body as a `LandedJob` first: only the sweep's own message may pass.
+    #[test]
+    fn only_the_sweeps_message_is_taken_for_a_landed_job() {
+        let job = LandedJob { landed_key: "uploads/u/1_a.txt".to_owned() };
+        let body = serde_json::to_string(&job).expect("json");
+        assert_eq!(serde_json::from_str::<LandedJob>(&body).expect("its own body"), job);
+        let document = serde_json::to_string(&DocumentJob { document_id: Uuid::nil(), yields: 0 }).expect("json");
+        assert!(serde_json::from_str::<LandedJob>(&document).is_err());
+        let s3 = r#"{"landed_key": "uploads/u/1_a.txt", "Records": []}"#;
+        assert!(serde_json::from_str::<LandedJob>(s3).is_err(), "an unknown field is refused");
+    }
+}
