@@ -42,6 +42,8 @@ const MIN_GUTTER: f32 = 0.15;
 /// A column's narrowest width, in median line heights: narrower "columns" are a table's,
 /// whose rows are read across.
 pub const MIN_COLUMN_WIDTH: f32 = 6.0;
+/// The share of a line's area inside a wider line that makes it a sliver of that line.
+const SLIVER_OVERLAP: f32 = 0.5;
 
 /// A line's extent on the page turned straight.
 #[derive(Debug, Clone, Copy)]
@@ -55,6 +57,10 @@ struct Extent {
 impl Extent {
     fn centre_y(&self) -> f32 {
         (self.top + self.bottom) / 2.0
+    }
+
+    fn width(&self) -> f32 {
+        self.right - self.left
     }
 }
 
@@ -187,7 +193,27 @@ pub fn split_at_column_gaps(page: &GrayImage, lines: Vec<RotatedRect>, ink: u8) 
             .collect();
         finished.extend(cut(&line, &cuts));
     }
-    finished
+    without_slivers(finished, &straight)
+}
+
+/// The lines less each one lying mostly (by [`SLIVER_OVERLAP`] of its area) inside a wider
+/// line: that is the wider line's ink read twice — a letter the detector joined to the line
+/// beside it across a column gap, and cutting there left on its own.
+fn without_slivers(lines: Vec<RotatedRect>, straight: &Straighten) -> Vec<RotatedRect> {
+    let extents: Vec<Extent> = lines.iter().map(|l| straight.extent(l)).collect();
+    let inside = |i: usize, j: usize| {
+        let (inner, outer) = (extents[i], extents[j]);
+        let wider = outer.width() > inner.width() || (outer.width() == inner.width() && j < i);
+        let overlap = (inner.right.min(outer.right) - inner.left.max(outer.left)).max(0.0)
+            * (inner.bottom.min(outer.bottom) - inner.top.max(outer.top)).max(0.0);
+        wider && overlap >= SLIVER_OVERLAP * inner.width() * (inner.bottom - inner.top)
+    };
+    lines
+        .into_iter()
+        .enumerate()
+        .filter(|&(i, _)| !(0..extents.len()).any(|j| j != i && inside(i, j)))
+        .map(|(_, line)| line)
+        .collect()
 }
 
 /// `line` in the pieces between `cuts` (blank stretches along it, in order).
@@ -232,7 +258,7 @@ pub fn in_reading_order<T>(lines: Vec<(RotatedRect, T)>, min_column_width: f32) 
     let typical = median_height(&rects);
     let gutters = gutters(&extents, typical, min_column_width);
     if gutters.is_empty() {
-        return rows(lines);
+        return rows(lines, &straight);
     }
     // Across a gutter by more than half a line's height: a column's line whose box just
     // reaches into the gutter is not.
@@ -254,13 +280,13 @@ pub fn in_reading_order<T>(lines: Vec<(RotatedRect, T)>, min_column_width: f32) 
     let mut ordered = Vec::new();
     for (across, members) in bands {
         if across {
-            ordered.extend(rows(members.iter().filter_map(|&i| slots[i].take()).collect()));
+            ordered.extend(rows(members.iter().filter_map(|&i| slots[i].take()).collect(), &straight));
             continue;
         }
         for c in 0..=gutters.len() {
             let in_column: Vec<(RotatedRect, T)> =
                 members.iter().filter(|&&i| column(&extents[i]) == c).filter_map(|&i| slots[i].take()).collect();
-            ordered.extend(rows(in_column));
+            ordered.extend(rows(in_column, &straight));
         }
     }
     ordered
@@ -335,17 +361,18 @@ fn gutters(extents: &[Extent], typical: f32, min_column_width: f32) -> Vec<f32> 
     found
 }
 
-/// Lines of one column into rows: top to bottom, lines sharing a row left to right, the
-/// first a new block and each next one a new paragraph where the gap between rows says one
-/// ends.
-fn rows<T>(mut lines: Vec<(RotatedRect, T)>) -> Vec<Row<T>> {
-    lines.sort_by(|a, b| a.0.cy.total_cmp(&b.0.cy));
+/// Lines of one column into rows: top to bottom on the page turned straight (so a skewed
+/// table's cells keep their rows), lines sharing a row left to right, the first a new block
+/// and each next one a new paragraph where the gap between rows says one ends.
+fn rows<T>(mut lines: Vec<(RotatedRect, T)>, straight: &Straighten) -> Vec<Row<T>> {
+    let y = |rect: &RotatedRect| straight.point((rect.cx, rect.cy)).1;
+    lines.sort_by(|a, b| y(&a.0).total_cmp(&y(&b.0)));
     let mut rows: Vec<Vec<(RotatedRect, T)>> = Vec::new();
     for line in lines {
         match rows.last_mut() {
             // Lines share a row when their centres are closer than half the smaller one's
             // height (a tall picture beside the text gathers no lines into its row).
-            Some(row) if (line.0.cy - row[0].0.cy).abs() < line.0.height.min(row[0].0.height) / 2.0 => row.push(line),
+            Some(row) if (y(&line.0) - y(&row[0].0)).abs() < line.0.height.min(row[0].0.height) / 2.0 => row.push(line),
             _ => rows.push(vec![line]),
         }
     }
@@ -356,13 +383,13 @@ fn rows<T>(mut lines: Vec<(RotatedRect, T)>) -> Vec<Row<T>> {
     let mut previous_bottom: Option<f32> = None;
     for mut row in rows {
         row.sort_by(|a, b| a.0.left().total_cmp(&b.0.left()));
-        let top = row.iter().map(|l| l.0.top()).fold(f32::MAX, f32::min);
+        let top = row.iter().map(|l| y(&l.0) - l.0.height / 2.0).fold(f32::MAX, f32::min);
         let before = match previous_bottom {
             None => Break::Block,
             Some(bottom) if top - bottom > typical * 0.6 => Break::Paragraph,
             Some(_) => Break::Line,
         };
-        previous_bottom = Some(row.iter().map(|l| l.0.bottom()).fold(f32::MIN, f32::max));
+        previous_bottom = Some(row.iter().map(|l| y(&l.0) + l.0.height / 2.0).fold(f32::MIN, f32::max));
         ordered.push(Row { lines: row, before });
     }
     ordered
@@ -459,5 +486,42 @@ mod tests {
             .map(|row| RotatedRect { cx: 450.0, cy: 12.0 + 25.0 * row as f32, width: 820.0, height: 20.0, angle: 0.0 })
             .collect();
         assert_eq!(split_at_column_gaps(&page, lines, 128).len(), 20);
+    }
+
+    #[test]
+    fn a_skewed_tables_cells_keep_their_rows() {
+        // Five columns of cells, the page turned by 1.2°: a row's last cell sits lower than
+        // the next row's first.
+        let angle = 1.2f32.to_radians();
+        let (sin, cos) = angle.sin_cos();
+        let mut lines = Vec::new();
+        for row in 0..5 {
+            let y = 680.0 + 50.0 * row as f32;
+            for (column, x) in [415.0, 900.0, 1290.0, 1570.0, 1945.0].into_iter().enumerate() {
+                let (cx, cy) = (x * cos - y * sin, x * sin + y * cos);
+                let rect = RotatedRect { cx, cy, width: 150.0 + 60.0 * (column % 2) as f32, height: 58.0, angle };
+                lines.push((rect, format!("r{row}c{column}")));
+            }
+        }
+        let expected: Vec<String> =
+            (0..5).map(|r| (0..5).map(|c| format!("r{r}c{c}")).collect::<Vec<_>>().join(" ")).collect();
+        assert_eq!(reading_order(lines), expected.join("\n"));
+    }
+
+    #[test]
+    fn a_letter_split_off_inside_the_next_columns_line_is_dropped() {
+        // As read from a scanned two-column page: a `t` cut off the left column's line lies
+        // within the right column's line, whose first letter it is; a page number stands apart.
+        let rect = |cx: f32, cy: f32, width: f32| RotatedRect { cx, cy, width, height: 56.0, angle: 0.02 };
+        let lines = vec![
+            rect(768.0, 2284.0, 974.0),
+            rect(1291.0, 2295.0, 14.0),
+            rect(1757.0, 2306.0, 962.0),
+            rect(1240.0, 2912.0, 14.0),
+        ];
+        let kept = without_slivers(lines.clone(), &Straighten::of(&lines));
+        assert_eq!(kept, vec![lines[0], lines[2], lines[3]]);
+        // Two lines the same, once.
+        assert_eq!(without_slivers(vec![lines[0]; 2], &Straighten::of(&lines)), vec![lines[0]]);
     }
 }
