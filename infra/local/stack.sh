@@ -28,6 +28,7 @@ OPENAPI_VALIDATOR_VERSION=0.9.0
 MINILM_WHEEL_VERSION=0.1.0
 ONNXRUNTIME_WHEEL_VERSION=1.32.0
 RAPIDOCR_WHEEL_VERSION=1.4.4
+RAPIDOCR_V6_WHEEL_VERSION=3.10.0
 ONNX_VERSION=1.23.2
 NUMPY_VERSION=2.4.6
 
@@ -162,7 +163,8 @@ provision() {
     printf '%s' "$int8_stamp" >"$LOCAL/minilm/model-int8.sha256"
   fi
 
-  # (e) OCR: ONNX Runtime's shared library and PaddleOCR's PP-OCRv4 models.
+  # (e) OCR: ONNX Runtime's shared library, PaddleOCR's PP-OCRv4 text-line detector and its
+  # PP-OCRv6 small line recognizer.
   if [ ! -f "$LOCAL/ocr/libonnxruntime.so" ]; then
     local wheel; wheel=$(download_wheel "onnxruntime==$ONNXRUNTIME_WHEEL_VERSION" --only-binary=:all: \
       --platform manylinux_2_28_x86_64 --python-version 3.11)
@@ -170,11 +172,16 @@ provision() {
     unzip -q -o -j "$wheel" "onnxruntime/capi/libonnxruntime.so.$ONNXRUNTIME_WHEEL_VERSION" -d "$LOCAL/ocr"
     mv "$LOCAL/ocr/libonnxruntime.so.$ONNXRUNTIME_WHEEL_VERSION" "$LOCAL/ocr/libonnxruntime.so"
   fi
-  if [ ! -f "$LOCAL/ocr/models/ch_PP-OCRv4_rec_infer.onnx" ]; then
+  if [ ! -f "$LOCAL/ocr/models/ch_PP-OCRv4_det_infer.onnx" ]; then
     local wheel; wheel=$(download_wheel "rapidocr-onnxruntime==$RAPIDOCR_WHEEL_VERSION")
     mkdir -p "$LOCAL/ocr/models"
-    unzip -q -o -j "$wheel" 'rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx' \
-      'rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx' -d "$LOCAL/ocr/models"
+    unzip -q -o -j "$wheel" 'rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx' -d "$LOCAL/ocr/models"
+  fi
+  if [ ! -f "$LOCAL/ocr/models/PP-OCRv6_rec_small.onnx" ]; then
+    local wheel; wheel=$(download_wheel "rapidocr==$RAPIDOCR_V6_WHEEL_VERSION")
+    mkdir -p "$LOCAL/ocr/models"
+    unzip -q -o -j "$wheel" 'rapidocr/models/PP-OCRv6_rec_small.onnx' -d "$LOCAL/ocr/models"
+    rm -f "$LOCAL/ocr/models/ch_PP-OCRv4_rec_infer.onnx"
   fi
 }
 

@@ -25,8 +25,8 @@ pub const DEFAULT_MAX_PAGES: u32 = 1000;
 /// The most pages any document is read to (the PDF reader's own ceiling).
 pub const MAX_PAGES_CEILING: u32 = 2000;
 /// The languages the deployment's OCR model reads, as Tesseract names them: PaddleOCR's
-/// PP-OCRv4 Chinese recognizer, whose dictionary holds simplified Chinese and the Latin
-/// alphabet. Any other language is refused when configured, not read as nothing.
+/// PP-OCRv6 recognizer, whose dictionary holds Chinese and the Latin alphabet (with its
+/// dashes and curly quotes). Any other language is refused when configured, not read as nothing.
 pub const OCR_LANGUAGES: &[&str] = &["eng", "chi_sim"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,4 +1,4 @@
-//! OCR through the real engine (ONNX Runtime and PP-OCRv4 from the local stack's
+//! OCR through the real engine (ONNX Runtime and PaddleOCR's models from the local stack's
 //! provisioning): scanned PDF pages, TIFF pages and images become text, a text layer is
 //! never OCRed, and the page caps name what they left out.
 

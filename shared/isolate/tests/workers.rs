@@ -57,6 +57,31 @@ fn the_default_memory_bound_holds_a_two_thousand_page_pdf() {
     assert_eq!(extraction.pages, Some(2000));
 }
 
+/// The address space a parse worker gets on the smallest function that OCRs: 1,536 MB
+/// shared by two workers (`worker_memory_limit_mb`).
+const SMALLEST_OCR_WORKER_BYTES: u64 = 640 << 20;
+
+#[test]
+fn a_dense_scanned_page_at_300_dpi_is_read_within_the_smallest_workers_memory() {
+    // A real page of full-width lines (the corpus's one-column LaTeX document), scanned at
+    // 300 dpi: the recognizer reads them at its widest, where eight at once needed more
+    // than 600 MiB.
+    let corpus = std::env::var_os("SLUICE_CORPUS_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"));
+    let paper = std::fs::read(corpus.join("pdf-layouts/pdflatex-4-pages.pdf")).expect("the corpus's LaTeX document");
+    let pages = sluice_formats::pdf::render_pages(&paper, 300).expect("render");
+    let file = fixtures::image_pdf(&[fixtures::scanned(&pages[0].0, 300, 1.2, 5)], 300);
+    let mut options =
+        ExtractOptions::new(1_000_000).with_ocr(Some(sluice_formats::OcrOptions { dpi: 300, max_pages: 10 }));
+    options.time_limit = Duration::from_secs(120);
+    let extraction =
+        worker(SMALLEST_OCR_WORKER_BYTES).extract(kind("pdf"), &file, &options).expect("spawned").expect("read");
+    assert_eq!(extraction.ocr_pages, Some(1), "{extraction:?}");
+    let read = extraction.text.unwrap_or_default();
+    assert!(read.contains("Hello, here is some text without a meaning."), "{read}");
+}
+
 #[test]
 fn a_file_that_needs_more_memory_than_the_bound_is_unreadable() {
     let options = ExtractOptions::new(10_000_000);

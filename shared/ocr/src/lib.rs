@@ -1,7 +1,8 @@
 //! Text from page images.
 //!
-//! The engine is PaddleOCR's PP-OCRv4 pair as the `rapidocr-onnxruntime` wheel ships them —
-//! a text-line detector (DB) and a line recognizer (CTC) — run by ONNX Runtime, whose
+//! The engine is two of PaddleOCR's models as the RapidOCR wheels ship them — PP-OCRv4's
+//! text-line detector (DB, `rapidocr-onnxruntime` 1.4.4) and PP-OCRv6's small line
+//! recognizer (CTC, `rapidocr` 3.10.0) — run by ONNX Runtime, whose
 //! `libonnxruntime.so` (the `onnxruntime` wheel's) is bound at run time like PDFium. Why this
 //! and not Tesseract: both the runtime and the models come from PyPI wheels whose Linux
 //! builds run on `provided.al2023` arm64 as a layer (Debian's Tesseract is built for a newer
@@ -32,7 +33,7 @@ pub const MAX_SIDE: u32 = 2000;
 /// the detector run above a scan's own resolution draws boxes that lose word spaces.
 const MIN_LONG_SIDE: u32 = 736;
 const DETECTOR_FILE: &str = "ch_PP-OCRv4_det_infer.onnx";
-const RECOGNIZER_FILE: &str = "ch_PP-OCRv4_rec_infer.onnx";
+const RECOGNIZER_FILE: &str = "PP-OCRv6_rec_small.onnx";
 /// The detector's probability above which a pixel is text.
 const PIXEL_THRESHOLD: f32 = 0.3;
 /// The mean probability a detected region needs to count as a line.
@@ -42,7 +43,9 @@ const UNCLIP_RATIO: f32 = 1.6;
 /// A recognized line's mean character confidence below which it is dropped as noise.
 const TEXT_SCORE: f32 = 0.5;
 /// A kept line's mean character confidence below which it is counted as read poorly.
-const LOW_CONFIDENCE: f32 = 0.8;
+/// PP-OCRv6 reads a clean line at 0.97–1.0 and a blurred one it misreads ("Oredging" for
+/// "Dredging") at 0.9–0.95; on the clean real-document scans 7 lines in 771 fall below.
+const LOW_CONFIDENCE: f32 = 0.95;
 /// The widest piece of a line the recognizer is given, in multiples of its height: longer
 /// lines are cut at word gaps, so no piece is squeezed past [`MAX_LINE_RATIO`]. (Cutting
 /// at 24 heights cost the one-column LaTeX pages a letter at some cuts: CER 0.47 % against
@@ -52,7 +55,12 @@ const LINE_HEIGHT: u32 = 48;
 const MIN_LINE_WIDTH: u32 = 320;
 /// The longest line the recognizer is given, in multiples of its height.
 const MAX_LINE_RATIO: u32 = 40;
+/// The most lines the recognizer reads at once.
 const BATCH: usize = 8;
+/// The most recognizer columns (pixels of width at 48 high) read at once: its memory grows
+/// with them — measured, about 105 MiB loaded, 190 MiB for one full-width line, 625 MiB for
+/// eight — so full-width lines are read two at a time and short ones eight.
+const BATCH_COLUMNS: u32 = 4 * 960;
 /// The most pixels the detector sees at once; a larger page is read in bands.
 const BAND_PIXELS: u32 = 640 * 832;
 const MIN_BAND_ROWS: u32 = 256;
@@ -201,38 +209,38 @@ impl Engine {
             .enumerate()
             .flat_map(|(index, line)| cut_at_word_gaps(page, line, ink).into_iter().map(move |piece| (index, piece)))
             .collect();
-        let mut read: Vec<Option<(String, f32)>> = vec![None; pieces.len()];
+        let mut read: Vec<Option<ReadPiece>> = vec![None; pieces.len()];
+        // Each piece fitted to the rows its ink fills: small type fills the recognizer's 48
+        // pixels as its training text did, instead of the detector's padding.
+        let fitted: Vec<RotatedRect> =
+            pieces.iter().map(|(_, piece)| geometry::fit_to_ink(page, piece, ink, INK_MARGIN)).collect();
         // Pieces of like width share a batch, so little of a batch is padding.
         let mut order: Vec<usize> = (0..pieces.len()).collect();
-        order.sort_by(|&a, &b| pieces[a].1.aspect().total_cmp(&pieces[b].1.aspect()));
-        for batch in order.chunks(BATCH) {
+        order.sort_by(|&a, &b| fitted[a].aspect().total_cmp(&fitted[b].aspect()));
+        for batch in batches(&order, |i| recognizer_width(&fitted[i])) {
             if Instant::now() > deadline {
                 return Err(OcrError::Time);
             }
-            // Each piece fitted to the rows its ink fills: small type fills the recognizer's
-            // 48 pixels as its training text did, instead of the detector's padding.
-            let fitted: Vec<RotatedRect> =
-                batch.iter().map(|&i| geometry::fit_to_ink(page, &pieces[i].1, ink, INK_MARGIN)).collect();
-            let texts = self.recognize(page, fitted.iter())?;
+            let texts = self.recognize(page, batch.iter().map(|&i| &fitted[i]))?;
             for (&i, text) in batch.iter().zip(texts) {
                 read[i] = text;
             }
         }
-        // A line's pieces joined in order; its confidence their mean.
-        let mut per_line: Vec<(Vec<String>, f32)> = vec![(Vec::new(), 0.0); lines.len()];
+        // A line's pieces joined in order; it is read poorly when a piece is.
+        let mut per_line: Vec<(Vec<String>, bool)> = vec![(Vec::new(), false); lines.len()];
         for ((index, _), piece) in pieces.iter().zip(read) {
-            if let Some((text, confidence)) = piece {
-                per_line[*index].0.push(text);
-                per_line[*index].1 += confidence;
+            if let Some(piece) = piece {
+                per_line[*index].0.push(piece.text);
+                per_line[*index].1 |= piece.mean < LOW_CONFIDENCE;
             }
         }
-        let recognized: Vec<(RotatedRect, String, f32)> = lines
+        let recognized: Vec<(RotatedRect, String, bool)> = lines
             .iter()
             .zip(per_line)
             .filter(|(_, (texts, _))| !texts.is_empty())
-            .map(|(line, (texts, sum))| (*line, texts.join(" "), sum / texts.len() as f32))
+            .map(|(line, (texts, poor))| (*line, texts.join(" "), poor))
             .collect();
-        let low_confidence_lines = recognized.iter().filter(|(_, _, confidence)| *confidence < LOW_CONFIDENCE).count();
+        let low_confidence_lines = recognized.iter().filter(|(_, _, poor)| *poor).count();
         let count = recognized.len();
         let text = layout::reading_order(recognized.into_iter().map(|(rect, text, _)| (rect, text)).collect());
         Ok(PageText { text, lines: count, low_confidence_lines })
@@ -287,16 +295,14 @@ impl Engine {
         Ok(())
     }
 
-    /// Each line's text and mean character confidence, or `None` for a line read with too
-    /// little confidence.
+    /// Each line as read, or `None` for a line read with too little confidence (noise).
     fn recognize<'a>(
         &self,
         page: &GrayImage,
         lines: impl ExactSizeIterator<Item = &'a RotatedRect> + Clone,
-    ) -> Result<Vec<Option<(String, f32)>>, OcrError> {
+    ) -> Result<Vec<Option<ReadPiece>>, OcrError> {
         let count = lines.len();
-        let widest = lines.clone().map(|line| line.aspect()).fold(0f32, f32::max);
-        let width = ((LINE_HEIGHT as f32 * widest).ceil() as u32).clamp(MIN_LINE_WIDTH, LINE_HEIGHT * MAX_LINE_RATIO);
+        let width = lines.clone().map(recognizer_width).max().unwrap_or(MIN_LINE_WIDTH);
         let plane = (LINE_HEIGHT * width) as usize;
         // Padding is zero after normalisation (mid grey), as PaddleOCR pads.
         let mut input = vec![0f32; count * 3 * plane];
@@ -325,7 +331,7 @@ impl Engine {
     }
 
     /// CTC's greedy decoding: the best class at each step, repeats and blanks dropped.
-    fn decode(&self, steps: &[f32], classes: usize) -> Option<(String, f32)> {
+    fn decode(&self, steps: &[f32], classes: usize) -> Option<ReadPiece> {
         let space = self.characters.len() - 1;
         let mut emitted: Vec<Emitted> = Vec::new();
         let mut confidence = 0f32;
@@ -350,8 +356,15 @@ impl Engine {
         let text = with_word_gaps(&emitted);
         let text = text.trim();
         let mean = confidence / kept.max(1) as f32;
-        (kept > 0 && mean >= TEXT_SCORE && !text.is_empty()).then(|| (text.to_owned(), mean))
+        (kept > 0 && mean >= TEXT_SCORE && !text.is_empty()).then(|| ReadPiece { text: text.to_owned(), mean })
     }
+}
+
+/// A piece of a line as the recognizer read it, with its mean character confidence.
+#[derive(Debug, Clone)]
+struct ReadPiece {
+    text: String,
+    mean: f32,
 }
 
 /// A character the recognizer emitted: where, and how strongly it saw a space before it.
@@ -365,11 +378,15 @@ struct Emitted {
 
 /// The recognized characters, with a space between two Latin ones wherever the recognizer
 /// saw one but let CTC's blank win, or they stand further apart than letters of a word do.
-/// The recognizer reads Latin word spaces unreliably (its dictionary is mostly Chinese, which
-/// has none); where it emits them they are kept. A character is emitted at a step (eight
-/// pixels of a 48-pixel-high line), letters of a word sit two or three steps apart, and a
-/// gap past the line's usual spacing by a step is a space; a space probability of a tenth
-/// between them is one too.
+/// The recognizer emits most Latin word spaces itself, not all; those it emits are kept. A
+/// character is emitted at a step (eight pixels of a 48-pixel-high line), letters of a word
+/// sit one to three steps apart, and a gap past the line's usual spacing by a step is a
+/// space; a space probability of a tenth between them is one too. Letters stand further
+/// apart within a word in three places, so the gap there must be a step wider: beside a
+/// wide letter (`m`, `w`), after a capital before a lower-case letter (a capital is
+/// emitted at its left edge: "Abstract", "Duis"), and after a line's first letter (emitted
+/// as early as the margin allows). After `,` `;` `:` `?` `!` a letter starts a new word, and
+/// an opening quote or bracket after a word does too, whatever the gap.
 fn with_word_gaps(emitted: &[Emitted]) -> String {
     let mut gaps: Vec<usize> = emitted
         .windows(2)
@@ -382,23 +399,60 @@ fn with_word_gaps(emitted: &[Emitted]) -> String {
     });
     let mut text = String::with_capacity(emitted.len() + 8);
     for (i, current) in emitted.iter().enumerate() {
-        if let Some(before) = i.checked_sub(1).and_then(|j| emitted.get(j)) {
-            let latin = |c: char| c.is_ascii_alphanumeric() || c.is_ascii_punctuation();
-            // A wide letter's neighbour sits a step further off within a word too.
-            let wide = |c: char| matches!(c, 'm' | 'w' | 'M' | 'W');
-            let needed = threshold + usize::from(wide(before.ch) || wide(current.ch));
-            if current.ch != ' '
-                && before.ch != ' '
-                && latin(current.ch)
-                && latin(before.ch)
-                && (current.step - before.step >= needed || current.space_before >= SPACE_SEEN)
-            {
-                text.push(' ');
-            }
+        if let Some(before) = i.checked_sub(1).and_then(|j| emitted.get(j))
+            && current.ch != ' '
+            && before.ch != ' '
+            && word_space_between(before, current, threshold, i == 1)
+        {
+            text.push(' ');
         }
         text.push(current.ch);
     }
     text
+}
+
+/// Whether two adjacent emitted characters (neither a space) are two words' (see
+/// [`with_word_gaps`]); `first` when `before` is the line's first character.
+fn word_space_between(before: &Emitted, current: &Emitted, threshold: usize, first: bool) -> bool {
+    let (a, b) = (before.ch, current.ch);
+    if matches!(a, ',' | ';' | ':' | '?' | '!') && b.is_alphabetic()
+        || a.is_alphanumeric() && matches!(b, '“' | '‘' | '(')
+        || matches!(a, '”' | '’' | ')') && b.is_alphanumeric()
+    {
+        return true;
+    }
+    let latin = |c: char| c.is_ascii_alphanumeric() || c.is_ascii_punctuation();
+    if !latin(a) || !latin(b) {
+        return false;
+    }
+    let wide = |c: char| matches!(c, 'm' | 'w' | 'M' | 'W');
+    let needed = threshold
+        + usize::from(wide(a) || wide(b))
+        + usize::from(a.is_ascii_uppercase() && b.is_ascii_lowercase())
+        + usize::from(first);
+    current.step - before.step >= needed || current.space_before >= SPACE_SEEN
+}
+
+/// The width, in pixels, the recognizer sees `line` at.
+fn recognizer_width(line: &RotatedRect) -> u32 {
+    ((LINE_HEIGHT as f32 * line.aspect()).ceil() as u32).clamp(MIN_LINE_WIDTH, LINE_HEIGHT * MAX_LINE_RATIO)
+}
+
+/// `order` (pieces narrowest first) in batches of at most [`BATCH`] pieces, each within
+/// [`BATCH_COLUMNS`] at its widest piece's width (a piece wider than that alone).
+fn batches(order: &[usize], width: impl Fn(usize) -> u32) -> Vec<&[usize]> {
+    let mut batches = Vec::new();
+    let mut start = 0;
+    while start < order.len() {
+        let mut end = start + 1;
+        while end < order.len() && end - start < BATCH && (end - start + 1) as u32 * width(order[end]) <= BATCH_COLUMNS
+        {
+            end += 1;
+        }
+        batches.push(&order[start..end]);
+        start = end;
+    }
+    batches
 }
 
 /// The page drawn twice as large when its lines are small type (the median detected line
@@ -498,6 +552,28 @@ mod tests {
         // Chinese characters sit apart without spaces between them.
         assert_eq!(with_word_gaps(&emitted(&[('港', 2), ('口', 8), ('局', 14)])), "港口局");
         assert_eq!(with_word_gaps(&[]), "");
+        // Read from scanned pages: a capital, and a line's first letter, emitted a step early.
+        let abstract_ = [('A', 2), ('b', 6), ('s', 8), ('t', 10), ('r', 13), ('a', 15), ('c', 17), ('t', 20)];
+        assert_eq!(with_word_gaps(&emitted(&abstract_)), "Abstract");
+        let line = [('i', 1), ('t', 3), ('.', 5), (' ', 7), ('D', 10), ('u', 14), ('i', 16), ('s', 17), ('a', 21)];
+        assert_eq!(with_word_gaps(&emitted(&line)), "it. Duis a");
+        let mauris = [('m', 2), ('a', 7), ('u', 9), ('r', 12), ('i', 14), ('s', 16)];
+        assert_eq!(with_word_gaps(&emitted(&mauris)), "mauris");
+        // Punctuation that ends a word, and a quote that opens one, whatever the gap.
+        let line = [('v', 16), ('e', 18), ('l', 19), (',', 21), ('w', 25), ('i', 27), ('s', 29), ('i', 30)];
+        assert_eq!(with_word_gaps(&emitted(&line)), "vel, wisi");
+        let line = [('k', 1), ('e', 3), ('“', 5), ('H', 7), ('u', 9), ('”', 11), ('?', 12), ('K', 14)];
+        assert_eq!(with_word_gaps(&emitted(&line)), "ke “Hu”? K");
+    }
+
+    #[test]
+    fn batches_hold_eight_short_pieces_or_fewer_wide_ones() {
+        let widths = [320, 320, 320, 320, 320, 320, 320, 320, 320, 640, 960, 960, 960, 960, 1920, 1920, 1920];
+        let order: Vec<usize> = (0..widths.len()).collect();
+        let sizes: Vec<usize> = batches(&order, |i| widths[i]).iter().map(|b| b.len()).collect();
+        assert_eq!(sizes, vec![8, 4, 2, 2, 1]);
+        assert!(batches(&order, |_| 9999).iter().all(|b| b.len() == 1), "a piece wider than the budget alone");
+        assert!(batches(&[], |_| 320).is_empty());
     }
 
     #[test]
