@@ -234,12 +234,14 @@ pub enum Ink<'a> {
     Picture { x: f32, y: f32, width: f32, height: f32, pixels: (u32, u32), shade: u8 },
 }
 
-/// Text as a PDF string in WinAnsi encoding: `(`, `)` and `\` escaped, a bullet and dashes
-/// as their WinAnsi bytes, any other character outside ASCII as `?`.
+/// Text as a PDF string in WinAnsi encoding: `(`, `)` and `\` escaped, a bullet, dashes and
+/// curly double quotes as their WinAnsi bytes, any other character outside ASCII as `?`.
 fn pdf_string(text: &str) -> String {
     text.chars()
         .map(|c| match c {
             '(' | ')' | '\\' => format!("\\{c}"),
+            '“' => "\\223".to_owned(),
+            '”' => "\\224".to_owned(),
             '•' => "\\225".to_owned(),
             '–' => "\\226".to_owned(),
             '—' => "\\227".to_owned(),

@@ -179,3 +179,34 @@ fn a_table_and_a_figure_are_read_in_place_between_the_paragraphs_around_them() {
     assert!(row.contains("LS-40") && row.contains("12"), "{row:?} in:\n{text}");
     assert!(row.find("Lip seal") < row.find("LS-40") && row.find("LS-40") < row.find("12"), "{row:?}");
 }
+
+#[test]
+fn straight_and_curly_quotes_are_read_as_printed() {
+    use sluice_formats::fixtures::Ink::Text;
+    let line = |y: f32, text: &'static str| Text { x: 72.0, y, size: 11.0, bold: false, text };
+    let inks = vec![
+        line(720.0, "The clerk wrote \"closed\" on the gate of the quay."),
+        line(700.0, "The pilots call it \u{201c}the old channel\u{201d} to this day."),
+        line(680.0, "Set the flag to \"on\" and the lamp to \"slow\" at dusk."),
+        line(660.0, "Her note said \u{201c}no berth\u{201d} and \u{201c}no tug\u{201d} twice."),
+    ];
+    let pdf = sluice_formats::fixtures::pdf_typeset(&[inks]);
+    for dpi in [150, 300] {
+        let page = sluice_formats::pdf::render_pages(&pdf, dpi).expect("render");
+        let file = image_pdf(&[scanned(&page[0].0, dpi, 0.6, 41)], dpi);
+        let extraction = extract(kind_for_filename("quotes.pdf").expect("pdf"), &file, &ocr(10)).expect("read");
+        let text = extraction.text.expect("text");
+        let line = |needle: &str| {
+            text.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle:?} at {dpi} dpi in:\n{text}"))
+        };
+        for straight in [line("clerk"), line("lamp")] {
+            assert!(
+                straight.contains('"') && !straight.contains(['\u{201c}', '\u{201d}']),
+                "{straight:?} at {dpi} dpi"
+            );
+        }
+        for curly in [line("pilots"), line("berth")] {
+            assert!(curly.contains(['\u{201c}', '\u{201d}']) && !curly.contains('"'), "{curly:?} at {dpi} dpi");
+        }
+    }
+}

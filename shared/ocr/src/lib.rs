@@ -79,6 +79,9 @@ const SMALL_LINE_HEIGHT: f32 = 40.0;
 const MAX_UPSCALED_PIXELS: u64 = 24_000_000;
 /// What a line keeps above and below its ink for the recognizer, in ink heights.
 const INK_MARGIN: f32 = 0.33;
+/// The probability of a curly quote, where the recognizer's best is `"`, from which the
+/// curly one is read (see `Engine::straight_or_curly`).
+const CURLY_QUOTE_SHARE: f32 = 0.1;
 /// A space probability between two letters above which a space is read, though blank won.
 const SPACE_SEEN: f32 = 0.1;
 /// The most lines read from one page (a page of noise detects thousands).
@@ -115,6 +118,8 @@ pub struct Engine {
     recognizer: Mutex<Session>,
     /// Index `i` of the recognizer's output is `characters[i]`; index 0 is CTC's blank.
     characters: Vec<char>,
+    /// The output indices of `“` and `”`, when the dictionary has them.
+    curly_quotes: Vec<usize>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -180,7 +185,8 @@ fn load() -> Result<Engine, String> {
     let mut characters = vec!['\0'];
     characters.extend(dictionary.lines().filter_map(|line| line.chars().next()));
     characters.push(' ');
-    Ok(Engine { detector: Mutex::new(detector), recognizer: Mutex::new(recognizer), characters })
+    let curly_quotes = characters.iter().enumerate().filter(|(_, c)| matches!(c, '“' | '”')).map(|(i, _)| i).collect();
+    Ok(Engine { detector: Mutex::new(detector), recognizer: Mutex::new(recognizer), characters, curly_quotes })
 }
 
 impl Engine {
@@ -330,6 +336,20 @@ impl Engine {
         Ok(scores.chunks(steps * classes).map(|line| self.decode(line, classes)).collect())
     }
 
+    /// The quote at a step whose best class is `"`: the curly quote the recognizer ranks
+    /// next when it gives it at least [`CURLY_QUOTE_SHARE`], else `"`. PP-OCRv6 reads printed
+    /// curly quotes as `"` with a curly one close behind; a straight quote it reads with no
+    /// curly one near.
+    fn straight_or_curly(&self, step: &[f32]) -> char {
+        self.curly_quotes
+            .iter()
+            .filter_map(|&i| step.get(i).map(|&p| (i, p)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .filter(|&(_, p)| p >= CURLY_QUOTE_SHARE)
+            .and_then(|(i, _)| self.characters.get(i).copied())
+            .unwrap_or('"')
+    }
+
     /// CTC's greedy decoding: the best class at each step, repeats and blanks dropped.
     fn decode(&self, steps: &[f32], classes: usize) -> Option<ReadPiece> {
         let space = self.characters.len() - 1;
@@ -344,6 +364,7 @@ impl Engine {
                 && best != previous
                 && let Some(&ch) = self.characters.get(best)
             {
+                let ch = if ch == '"' { self.straight_or_curly(step) } else { ch };
                 emitted.push(Emitted { ch, step: index, space_before: space_peak });
                 confidence += score;
                 space_peak = 0.0;
