@@ -7,15 +7,10 @@
 use reqwest::Method;
 use serde_json::json;
 use sluice_e2e::{Stack, User};
-use sluice_formats::fixtures::{docx_created, jpeg_taken, odt_created, pdf_with_info, scanned_page};
-use std::path::Path;
+use sluice_formats::fixtures::{
+    corpus_file as corpus, docx_created, jpeg_taken, odt_created, pdf_with_info, scanned_page,
+};
 use time::OffsetDateTime;
-
-fn corpus(name: &str) -> Vec<u8> {
-    let dir = std::env::var_os("SLUICE_CORPUS_DIR")
-        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"), std::path::PathBuf::from);
-    std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("the corpus file {name} is absent: {e}"))
-}
 
 #[tokio::test]
 async fn each_document_keeps_its_own_date_and_the_date_filters_find_it_by_that_day() {

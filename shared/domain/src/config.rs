@@ -113,7 +113,8 @@ pub const DEFAULT_PARSED_TEXT_MAX_CHARS: usize = 200_000;
 /// Default `SLUICE_PARSE_MAX_MEMORY_MB` (address space, not resident memory): PDFium reads
 /// 2,000 full pages in about 40 MiB, while OCR maps ONNX Runtime and its models and reads
 /// a dense 300-dpi page within 640 MiB of address space (the detector reads a page in
-/// bands, the recognizer a bounded width of lines at once). A Lambda instance serves one request at a time.
+/// bands, the recognizer a bounded width of lines at once). A Lambda instance serves one
+/// request at a time.
 pub const DEFAULT_PARSE_MAX_MEMORY_MB: u64 = 1024;
 
 /// What a Lambda instance's own process keeps when its memory is shared out among parse

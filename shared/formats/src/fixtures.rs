@@ -934,3 +934,22 @@ pub fn png_of(page: &image::GrayImage) -> Vec<u8> {
     page.write_to(&mut out, image::ImageFormat::Png).expect("png");
     out.into_inner()
 }
+
+/// The public test corpus: `SLUICE_CORPUS_DIR`, else the `shared/corpus` folder beside the
+/// checkout; a missing folder fails the test that asked, naming where it looked.
+pub fn corpus_dir() -> std::path::PathBuf {
+    let dir = std::env::var_os("SLUICE_CORPUS_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"));
+    assert!(
+        dir.join("README.md").is_file(),
+        "the corpus folder is absent: expected {} (set SLUICE_CORPUS_DIR to its path)",
+        dir.display()
+    );
+    dir
+}
+
+/// One file of the public test corpus, by its path there.
+pub fn corpus_file(name: &str) -> Vec<u8> {
+    std::fs::read(corpus_dir().join(name)).unwrap_or_else(|e| panic!("the corpus file {name} is absent: {e}"))
+}

@@ -11,21 +11,10 @@
 //! `.tar.gz` it would be uploaded as; a `.bz2` bomb is checked as the file it is (refused by
 //! type) and, decompressed here, as the archive inside it.
 
+use sluice_formats::fixtures::corpus_dir;
 use sluice_formats::{ExtractOptions, check_upload, extract};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-fn corpus_dir() -> PathBuf {
-    let dir = std::env::var_os("SLUICE_CORPUS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"));
-    assert!(
-        dir.join("README.md").is_file(),
-        "the corpus folder is absent: expected {} (set SLUICE_CORPUS_DIR to its path)",
-        dir.display()
-    );
-    dir
-}
 
 /// Folders whose manifest verdicts this check compares.
 const FORMAT_FOLDERS: &[&str] = &["calamine", "apache-poi", "cpython-testdata/cjkencodings"];

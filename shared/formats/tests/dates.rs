@@ -3,9 +3,10 @@
 //! checkout) whose metadata says when they were made.
 
 use sluice_formats::dates::DateSource;
-use sluice_formats::fixtures::{docx, docx_created, jpeg_taken, odt_created, pdf, pdf_with_info};
+use sluice_formats::fixtures::{
+    corpus_file as corpus, docx, docx_created, jpeg_taken, odt_created, pdf, pdf_with_info,
+};
 use sluice_formats::{ExtractOptions, check_upload, extract};
-use std::path::{Path, PathBuf};
 use time::Date;
 use time::macros::date;
 
@@ -16,13 +17,6 @@ fn own_date(name: &str, bytes: &[u8]) -> Found {
     let accepted = check_upload(name, None, bytes).unwrap_or_else(|r| panic!("{name} refused: {r:?}"));
     let extraction = extract(accepted.kind, bytes, &ExtractOptions::new(200_000)).expect("extracted");
     extraction.date.map(|own| (own.date, own.source))
-}
-
-fn corpus(name: &str) -> Vec<u8> {
-    let dir = std::env::var_os("SLUICE_CORPUS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"));
-    std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("the corpus file {name} is absent: {e}"))
 }
 
 #[test]

@@ -66,10 +66,7 @@ fn a_dense_scanned_page_at_300_dpi_is_read_within_the_smallest_workers_memory() 
     // A real page of full-width lines (the corpus's one-column LaTeX document), scanned at
     // 300 dpi: the recognizer reads them at its widest, where eight at once needed more
     // than 600 MiB.
-    let corpus = std::env::var_os("SLUICE_CORPUS_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"));
-    let paper = std::fs::read(corpus.join("pdf-layouts/pdflatex-4-pages.pdf")).expect("the corpus's LaTeX document");
+    let paper = fixtures::corpus_file("pdf-layouts/pdflatex-4-pages.pdf");
     let pages = sluice_formats::pdf::render_pages(&paper, 300).expect("render");
     let file = fixtures::image_pdf(&[fixtures::scanned(&pages[0].0, 300, 1.2, 5)], 300);
     let mut options =
