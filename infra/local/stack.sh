@@ -215,6 +215,8 @@ export SLUICE_LOCAL_JWT_ISSUER=http://127.0.0.1:$API_PORT
 export SLUICE_LOCAL_JWT_KEY_FILE=$run/jwt/signing.pem
 export PDFIUM_LIB_PATH=$LOCAL/pdfium/libpdfium.so
 export ORT_DYLIB_PATH=$LOCAL/ocr/libonnxruntime.so
+# ONNX Runtime's telemetry uploader stays off, as the template sets it in AWS.
+export ORT_DISABLE_TELEMETRY=1
 export SLUICE_OCR_MODEL_DIR=$LOCAL/ocr/models
 export SLUICE_RUN_DIR=$run
 export SLUICE_LOCAL_EMBEDDINGS_URL=http://127.0.0.1:$EMBED_PORT/v1

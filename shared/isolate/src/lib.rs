@@ -140,6 +140,10 @@ impl Extractor {
             .env(WORKER_ENV, "1")
             // OCR's threads would each reserve a 64 MiB malloc arena of address space.
             .env("MALLOC_ARENA_MAX", "2")
+            // ONNX Runtime's telemetry uploader, started when the library loads unless this
+            // is set, opens a socket some seconds in — which the filter answers by killing
+            // the worker mid-page.
+            .env("ORT_DISABLE_TELEMETRY", "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

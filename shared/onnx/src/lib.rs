@@ -10,8 +10,12 @@ use std::sync::OnceLock;
 
 static RUNTIME: OnceLock<Result<Environment, String>> = OnceLock::new();
 
-/// The runtime, loaded on first use. The error says what failed, for the caller to wrap
-/// with the layer or setting to check.
+/// The runtime, loaded on first use, with its telemetry events off. ONNX Runtime's Linux
+/// build also starts an uploader that reaches Microsoft some seconds in unless
+/// `ORT_DISABLE_TELEMETRY` is set before the library loads: the template and the local
+/// stack set it, and parse workers (whose filter kills a process that opens a socket) get
+/// it from `sluice-isolate`. The error says what failed, for the caller to wrap with the
+/// layer or setting to check.
 pub fn runtime() -> Result<&'static Environment, String> {
     RUNTIME
         .get_or_init(|| {
@@ -19,6 +23,7 @@ pub fn runtime() -> Result<&'static Environment, String> {
             ort::init_from(&library)
                 .map_err(|e| format!("ONNX Runtime could not be loaded from {library} ({e})"))?
                 .with_name("sluice")
+                .with_telemetry(false)
                 .build()
                 .map_err(|e| format!("ONNX Runtime did not start ({e})"))
         })
