@@ -348,6 +348,10 @@ fn parse(path: &std::path::Path, mime: Option<&str>, print_text: bool, markdown:
             if let Some(reason) = extraction.unreadable {
                 verdict["unreadable"] = reason.into();
             }
+            // The confinement steps the platform refused the worker (it read the file anyway).
+            if let Some(grants) = sluice_isolate::grants() {
+                verdict["confinement_refused"] = grants.refused().into();
+            }
             if let Some(pages) = extraction.pages {
                 verdict["pages"] = pages.into();
             }

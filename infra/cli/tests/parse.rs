@@ -30,6 +30,8 @@ fn an_accepted_document_prints_its_verdict_and_its_text() {
     let path = file("minutes.docx", &fixtures::docx("<w:p><w:r><w:t>Budget approved</w:t></w:r></w:p>"));
     let v = verdict(&path, &[]);
     assert_eq!(v["verdict"], "accepted");
+    // Here the platform grants every step of the worker's confinement.
+    assert_eq!(v["confinement_refused"], serde_json::json!([]), "{v}");
     assert_eq!(v["file_type"], "docx");
     assert_eq!(v["mime_type"], "application/vnd.openxmlformats-officedocument.wordprocessingml.document");
     assert_eq!(v["truncated"], false);
@@ -90,4 +92,42 @@ fn a_scanned_image_is_read_by_ocr_as_a_chat_upload_is() {
     // With chat OCR off, an image is a picture: no text.
     let v = verdict(&path, &[("CHAT_OCR_MAX_PAGES", "0")]);
     assert_eq!((v["preview"].clone(), v["chars"].clone()), (Value::Null, Value::from(0)), "{v}");
+}
+
+/// The stand-in for Lambda's own seccomp filter (`sluice-lambda-seccomp`, built beside this
+/// test's binary by `infra/local/test`).
+fn under_lambdas_filter() -> PathBuf {
+    let dir = std::env::current_exe().expect("test binary").parent().and_then(|d| d.parent()).map(PathBuf::from);
+    let wrapper = dir.map(|d| d.join("sluice-lambda-seccomp")).filter(|w| w.exists());
+    wrapper.expect("target/debug/sluice-lambda-seccomp: `infra/local/test` builds it")
+}
+
+#[test]
+fn where_the_platform_refuses_confinement_as_lambda_does_files_are_still_read() {
+    let pdf = file("report.pdf", &fixtures::pdf(&["Quarterly figures for the harbour board"]));
+    let docx = file("minutes.docx", &fixtures::docx("<w:p><w:r><w:t>Budget approved</w:t></w:r></w:p>"));
+    let page = fixtures::scanned_page("Minutes of the harbour board\nThe budget was approved", 150, 1.0, 7);
+    let scan = file("whiteboard.png", &fixtures::png_of(&page));
+    for (path, expected) in [
+        (&pdf, "Quarterly figures for the harbour board"),
+        (&docx, "Budget approved"),
+        (&scan, "Minutes of the harbour board"),
+    ] {
+        let output = Command::new(under_lambdas_filter())
+            .arg(env!("CARGO_BIN_EXE_sluice"))
+            .args(["parse", path.to_str().expect("a path")])
+            .output()
+            .expect("run");
+        let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success(), "{}: {stdout}\n{stderr}", path.display());
+        let v: Value = serde_json::from_str(&stdout).expect("one JSON object");
+        assert_eq!(v["verdict"], "accepted", "{v}");
+        assert_eq!(v["unreadable"], Value::Null, "{}: {v}\n{stderr}", path.display());
+        assert!(v["preview"].as_str().is_some_and(|p| p.contains(expected)), "{}: {v}", path.display());
+        // What the platform refused is said.
+        let refused = v["confinement_refused"].as_array().expect("the refused steps");
+        for step in ["non_dumpable", "no_new_privs", "seccomp"] {
+            assert!(refused.iter().any(|r| r == step), "{step} not refused: {v}");
+        }
+    }
 }

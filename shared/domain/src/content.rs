@@ -2,7 +2,7 @@
 
 /// The checked content of a file: the same for the inline and the presigned path, so the
 /// two produce identical rows.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FileContent {
     /// The canonical MIME type of the file's row of the allowlist.
     pub mime_type: String,

@@ -3,13 +3,16 @@
 //! The parsers check their deadline between pages, rows and XML nodes, but a parser stuck
 //! inside one call into PDFium, or an allocation nobody foresaw, cannot be stopped from
 //! inside the process. So each file is read by a worker: the function's own binary started
-//! again with `SLUICE_EXTRACT_WORKER` set. The worker caps its address space and CPU time
-//! with `setrlimit`, confines itself (`confine`: no capabilities, no sockets, no ptrace, no
-//! exec), reads one job from stdin, writes one JSON line to stdout and exits; the parent,
-//! made non-dumpable first, starts it in a process group of its own and kills the whole group
-//! at the wall-clock deadline (and after every job, so nothing it started outlives it). Whatever the worker does, the parent keeps
-//! serving, and the file is answered as unreadable (a TIFF, which must be decodable, is
-//! refused as undecodable, and an archive, which must be checked to the end, as uncheckable).
+//! again with `SLUICE_EXTRACT_WORKER` set. The worker first confines itself with whatever the
+//! platform grants (`confine`: no capabilities, no sockets, no ptrace, no exec, no new
+//! process; on AWS Lambda most of it is refused, and a refusal never fails a file), tells
+//! its parent what was granted in one line, and only then is handed its job: it caps its
+//! address space and CPU time with `setrlimit`, reads the file from stdin, writes one JSON
+//! line to stdout and exits. The parent starts it in a process group of its own and kills
+//! the whole group at the wall-clock deadline (and after every job). Whatever the worker
+//! does, the parent keeps serving, and the file is answered as unreadable (a TIFF, which must
+//! be decodable, is refused as undecodable, and an archive, which must be checked to the end,
+//! as uncheckable). [`sweep`] ends what a worker leaves behind where the group kill cannot.
 //!
 //! Every `main` whose process builds an [`Extractor::current_exe`] calls
 //! [`serve_if_worker`] first, before it starts a runtime or reads its configuration.
@@ -23,10 +26,12 @@ use std::io::{BufRead, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 mod confine;
-pub use confine::{close_to_same_user, confine_worker};
+pub mod sweep;
+pub use confine::{Grants, become_subreaper, close_to_same_user, confine_worker};
 
 /// Set in a worker's environment; its presence makes [`serve_if_worker`] serve.
 pub const WORKER_ENV: &str = "SLUICE_EXTRACT_WORKER";
@@ -51,6 +56,7 @@ pub const WORKER_PASSES_ENV: &[&str] = &[
 ];
 
 const MAX_JOB_HEADER_BYTES: u64 = 16 << 10;
+const MAX_HANDSHAKE_BYTES: u64 = 4 << 10;
 const MAX_STDERR_BYTES: u64 = 16 << 10;
 
 /// The first line a worker reads; the file's bytes follow it.
@@ -92,8 +98,10 @@ impl Extractor {
     /// allowed `memory_bytes` of address space.
     pub fn new(program: impl Into<PathBuf>, memory_bytes: u64) -> Self {
         // Before any worker exists: a worker reached by a hostile file cannot read this
-        // process's memory or environment (its credentials).
-        close_to_same_user();
+        // process's memory or environment (its credentials) — where the platform allows it.
+        if !close_to_same_user() {
+            tracing::warn!(refused = "non_dumpable", "the platform refused to make this process non-dumpable");
+        }
         Self { program: program.into(), memory_bytes, hard_time_limit: None }
     }
 
@@ -107,6 +115,15 @@ impl Extractor {
     pub fn with_hard_time_limit(mut self, limit: Duration) -> Self {
         self.hard_time_limit = Some(limit);
         self
+    }
+
+    /// Starts one worker on an empty text and answers what the platform let it confine
+    /// itself with (logged once by the first worker's handshake); `None` when no worker
+    /// answered.
+    pub fn probe(&self) -> Option<Grants> {
+        let kind = sluice_formats::kind_for_filename("probe.txt")?;
+        let _ = self.extract(kind, b"", &ExtractOptions::new(1));
+        GRANTS.get().copied()
     }
 
     /// Extracts `bytes` of an accepted `kind` in a worker. The inner result is exactly what
@@ -230,13 +247,38 @@ enum Ended {
     Crashed { out_of_memory: bool },
 }
 
+/// What the platform granted the first worker of this process, logged once.
+static GRANTS: OnceLock<Grants> = OnceLock::new();
+
+fn record(grants: Grants) {
+    if GRANTS.set(grants).is_ok() {
+        let refused = grants.refused();
+        if refused.is_empty() {
+            tracing::info!(?grants, "parse workers confine themselves with every step");
+        } else {
+            tracing::warn!(
+                ?grants,
+                ?refused,
+                "the platform refuses parse workers some confinement; they run without it"
+            );
+        }
+    }
+}
+
+/// What the platform granted this process's workers, once one has started.
+pub fn grants() -> Option<Grants> {
+    GRANTS.get().copied()
+}
+
 fn supervise(mut child: Child, job: &Job, bytes: &[u8], hard_time_limit: Duration, reply_cap: u64) -> Ended {
     let deadline = Instant::now() + hard_time_limit;
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    // The job (the file's bytes) goes to a worker only once it says it is confined.
+    let (confined, handed_over) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|scope| {
         // A worker that dies early breaks the pipe; the write error is its exit status's to tell.
         scope.spawn(move || {
-            if let Some(mut stdin) = stdin {
+            if let (Some(mut stdin), Ok(())) = (stdin, handed_over.recv()) {
                 let header = serde_json::to_vec(job).unwrap_or_default();
                 let _ = stdin
                     .write_all(&header)
@@ -244,11 +286,14 @@ fn supervise(mut child: Child, job: &Job, bytes: &[u8], hard_time_limit: Duratio
                     .and_then(|()| stdin.write_all(bytes));
             }
         });
-        // The reply is parsed as it streams in: the text is never held twice.
+        // The handshake, then the reply, parsed as it streams in: the text is never held twice.
         let reply = scope.spawn(move || {
-            stdout.and_then(|pipe| {
-                serde_json::from_reader::<_, Reply>(std::io::BufReader::new(pipe.take(reply_cap))).ok()
-            })
+            let mut reader = std::io::BufReader::new(stdout?.take(reply_cap));
+            let mut line = Vec::new();
+            (&mut reader).take(MAX_HANDSHAKE_BYTES).read_until(b'\n', &mut line).ok()?;
+            record(serde_json::from_slice::<Grants>(&line).ok()?);
+            confined.send(()).ok()?;
+            serde_json::from_reader::<_, Reply>(reader).ok()
         });
         let errors = scope.spawn(move || read_capped(stderr, MAX_STDERR_BYTES));
         let status = wait_until(&mut child, deadline);
@@ -368,6 +413,12 @@ pub fn serve_with(extract: impl FnOnce(&'static FileKind, &[u8], &ExtractOptions
 fn serve(
     extract: impl FnOnce(&'static FileKind, &[u8], &ExtractOptions) -> Result<Extraction, Refusal>,
 ) -> Result<(), String> {
+    // Confined before the job is even sent: nothing of the file is in this process, or in
+    // its pipe, while it is still open to others.
+    let grants = confine_worker();
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer(&mut stdout, &grants).map_err(|e| e.to_string())?;
+    stdout.write_all(b"\n").and_then(|()| stdout.flush()).map_err(|e| e.to_string())?;
     let mut stdin = std::io::stdin().lock();
     let mut header = Vec::new();
     (&mut stdin).take(MAX_JOB_HEADER_BYTES).read_until(b'\n', &mut header).map_err(|e| e.to_string())?;
@@ -382,13 +433,10 @@ fn serve(
     if bytes.len() as u64 != job.file_bytes {
         return Err(format!("the job ended after {} of {} bytes", bytes.len(), job.file_bytes));
     }
-    // Confined before the parsers touch a byte of the file.
-    confine_worker()?;
     let reply = match extract(kind, &bytes, &job.options) {
         Ok(extraction) => Reply::Extracted(extraction),
         Err(refusal) => Reply::Refused(refusal),
     };
-    let mut stdout = std::io::stdout().lock();
     serde_json::to_writer(&mut stdout, &reply).map_err(|e| e.to_string())?;
     stdout.write_all(b"\n").and_then(|()| stdout.flush()).map_err(|e| e.to_string())
 }
