@@ -65,3 +65,72 @@ fn each_function_may_open_only_what_its_code_opens_and_search_alone_of_the_two_h
         assert!(!variables(function)["SLUICE_EMBED_PRECISION"].is_null(), "{function}");
     }
 }
+
+/// The extract function opens untrusted bytes: AWS must keep it in an environment per tenant
+/// and give it nothing to reach with. Only the template can say so; this holds it to that.
+#[test]
+fn the_extract_function_is_isolated_per_tenant_and_holds_nothing() {
+    let template = template();
+    let resources = &template["Resources"];
+    let function = &resources["ExtractFunction"]["Properties"];
+    assert_eq!(function["TenancyConfig"]["TenantIsolationMode"].as_str(), Some("PER_TENANT"));
+    // Its own role: its log group and the network interfaces Lambda makes for it, no more.
+    let tagged_name =
+        |value: &Value| match value {
+            Value::Tagged(tagged) => tagged.value.as_str().map(str::to_owned).or_else(|| {
+                tagged.value.as_sequence().and_then(|s| s.first()).and_then(|v| v.as_str()).map(str::to_owned)
+            }),
+            _ => None,
+        };
+    assert_eq!(tagged_name(&function["Role"]).as_deref(), Some("ExtractRole.Arn"));
+    let role = &resources["ExtractRole"]["Properties"];
+    assert!(role["ManagedPolicyArns"].is_null(), "no managed policy");
+    let mut actions = BTreeSet::new();
+    for policy in role["Policies"].as_sequence().expect("policies") {
+        for statement in policy["PolicyDocument"]["Statement"].as_sequence().expect("statements") {
+            assert_eq!(statement["Effect"].as_str(), Some("Allow"));
+            for action in statement["Action"].as_sequence().expect("actions") {
+                actions.insert(action.as_str().expect("an action").to_owned());
+            }
+        }
+    }
+    let allowed: BTreeSet<String> = [
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+        "ec2:CreateNetworkInterface",
+        "ec2:DescribeNetworkInterfaces",
+        "ec2:DeleteNetworkInterface",
+        "ec2:AssignPrivateIpAddresses",
+        "ec2:UnassignPrivateIpAddresses",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(actions, allowed);
+    // Its own security group (HTTPS out only), never the other functions' (which reach the
+    // database and the interface endpoints); no function takes its group from the globals.
+    assert!(template["Globals"]["Function"]["VpcConfig"].is_null());
+    let groups = function["VpcConfig"]["SecurityGroupIds"].as_sequence().expect("groups");
+    assert_eq!(groups.iter().filter_map(tagged_name).collect::<Vec<_>>(), ["ExtractSecurityGroup"]);
+    let egress = resources["ExtractSecurityGroup"]["Properties"]["SecurityGroupEgress"].as_sequence().expect("egress");
+    assert_eq!(egress.len(), 1);
+    assert_eq!((egress[0]["FromPort"].as_u64(), egress[0]["ToPort"].as_u64()), (Some(443), Some(443)));
+    // Its subnets' route table has no route of its own: only the S3 gateway endpoint's.
+    for (name, resource) in resources.as_mapping().expect("resources") {
+        if resource["Type"].as_str() == Some("AWS::EC2::Route") {
+            let table = tagged_name(&resource["Properties"]["RouteTableId"]);
+            assert_ne!(table.as_deref(), Some("ExtractRouteTable"), "{name:?} routes the extract subnets");
+        }
+    }
+    // Every other function is in the VPC with the functions' group.
+    for (name, resource) in resources.as_mapping().expect("resources") {
+        if resource["Type"].as_str() == Some("AWS::Serverless::Function") && name.as_str() != Some("ExtractFunction") {
+            let groups = resource["Properties"]["VpcConfig"]["SecurityGroupIds"].as_sequence().expect("groups");
+            assert_eq!(
+                groups.iter().filter_map(tagged_name).collect::<Vec<_>>(),
+                ["FunctionSecurityGroup"],
+                "{name:?}"
+            );
+        }
+    }
+}

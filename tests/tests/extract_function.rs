@@ -1,0 +1,179 @@
+//! The extract function's own binary, started as Lambda starts it (a Runtime API on
+//! loopback), under a stand-in for Lambda's seccomp filter: it still reads every kind of
+//! file, says what the platform refused, and leaves nothing of one job for the next.
+
+use base64::Engine;
+use serde_json::{Value, json};
+use sluice_e2e::runtime_api::RuntimeApi;
+use sluice_extract::{Input, Request, Response, Task};
+use sluice_formats::{ExtractOptions, fixtures};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A binary `infra/local/test` builds beside this test's.
+fn built(name: &str) -> PathBuf {
+    let dir = std::env::current_exe().expect("test binary").parent().and_then(|d| d.parent()).map(PathBuf::from);
+    let path = dir.map(|d| d.join(name)).filter(|p| p.exists());
+    path.unwrap_or_else(|| panic!("target/debug/{name}: `infra/local/test` builds it"))
+}
+
+/// The extract function in an environment of its own: only what the template gives it
+/// (no AWS credentials, no database), its log in `log`, under `filter` (the arguments of
+/// `sluice-lambda-seccomp`).
+struct Environment {
+    api: RuntimeApi,
+    child: Child,
+    log: PathBuf,
+    scratch: PathBuf,
+}
+
+impl Environment {
+    async fn start(filter: &[&str], worker: Option<PathBuf>) -> Self {
+        let api =
+            RuntimeApi::start("arn:aws:lambda:us-east-1:123456789012:function:sluice-extract", Duration::from_secs(60))
+                .await;
+        let dir = std::env::temp_dir().join(format!("sluice-extract-env-{}", uuid::Uuid::new_v4()));
+        let scratch = dir.join("tmp");
+        std::fs::create_dir_all(&scratch).expect("scratch");
+        let log = dir.join("log");
+        let mut command = Command::new(built("sluice-lambda-seccomp"));
+        command.args(filter).arg(built("sluice-extract")).env_clear();
+        for name in ["PATH", "PDFIUM_LIB_PATH", "ORT_DYLIB_PATH", "SLUICE_OCR_MODEL_DIR", "ORT_DISABLE_TELEMETRY"] {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+        if let Some(worker) = worker {
+            command.env("SLUICE_EXTRACT_WORKER_PROGRAM", worker);
+        }
+        let child = command
+            .env("AWS_LAMBDA_RUNTIME_API", &api.address)
+            // What Lambda sets for every function (no credentials: its role grants only logs).
+            .env("AWS_LAMBDA_FUNCTION_NAME", "sluice-extract")
+            .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+            .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/sluice-extract")
+            .env("AWS_LAMBDA_LOG_STREAM_NAME", "2026/12/04/[$LATEST]0")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "2048")
+            .env("TMPDIR", &scratch)
+            .env("SLUICE_EXTRACT_SCRATCH_DIR", &scratch)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&log).expect("log"))
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the extract function");
+        api.started(Duration::from_secs(30)).await.expect("the function started");
+        Self { api, child, log, scratch }
+    }
+
+    async fn invoke(&self, request: &Request) -> Response {
+        let answer = self.api.invoke(serde_json::to_value(request).expect("json"), Duration::from_secs(60)).await;
+        serde_json::from_value(answer.expect("the invocation succeeded")).expect("a response")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Environment {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn inline(bytes: &[u8]) -> Input {
+    Input::Inline { base64: base64::engine::general_purpose::STANDARD.encode(bytes) }
+}
+
+fn inspect(filename: &str, bytes: &[u8]) -> Request {
+    let mut options =
+        ExtractOptions::new(100_000).with_ocr(Some(sluice_formats::OcrOptions { dpi: 150, max_pages: 2 }));
+    options.time_limit = Duration::from_secs(30);
+    Request {
+        task: Task::Inspect { filename: filename.to_owned(), declared_mime: None },
+        options,
+        input: inline(bytes),
+        answer_upload: None,
+    }
+}
+
+#[tokio::test]
+async fn where_lambda_refuses_confinement_the_extract_function_reads_a_pdf_a_docx_and_a_scan() {
+    let environment = Environment::start(&[], None).await;
+    let page = fixtures::scanned_page("Minutes of the harbour board\nThe budget was approved", 150, 1.0, 7);
+    let files = [
+        ("report.pdf", fixtures::pdf(&["Quarterly figures for the harbour board"]), "Quarterly figures"),
+        ("minutes.docx", fixtures::docx("<w:p><w:r><w:t>Budget approved</w:t></w:r></w:p>"), "Budget approved"),
+        ("whiteboard.png", fixtures::png_of(&page), "Minutes of the harbour board"),
+    ];
+    for (name, bytes, expected) in files {
+        let Response::Inspected(Ok(content)) = environment.invoke(&inspect(name, &bytes)).await else {
+            panic!("{name} was not read");
+        };
+        assert_eq!(content.parse_note, None, "{name}");
+        assert!(content.parsed_content.as_deref().is_some_and(|t| t.contains(expected)), "{name}: {content:?}");
+    }
+    // What was refused is logged once, at init, as one JSON line naming each step.
+    let log = environment.log();
+    let refusals: Vec<Value> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["fields"]["message"].as_str().is_some_and(|m| m.contains("refuses parse workers")))
+        .collect();
+    assert_eq!(refusals.len(), 1, "{log}");
+    let refused = refusals[0]["fields"]["refused"].as_str().unwrap_or_default();
+    for step in ["non_dumpable", "no_new_privs", "seccomp"] {
+        assert!(refused.contains(step), "{step}: {log}");
+    }
+    let ready = log.lines().find(|l| l.contains("extract environment ready")).unwrap_or_default();
+    assert!(ready.contains("\"subreaper\":false"), "{ready}");
+}
+
+/// Whether `pid` is still running (a zombie waiting for its reaper is not).
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+#[tokio::test]
+async fn a_process_a_hostile_file_leaves_behind_in_a_session_of_its_own_is_gone_before_the_next_job() {
+    // A platform that grants a subreaper but no seccomp filter: the rogue parser may start a
+    // process, which leaves the worker's group with `setsid`.
+    let environment = Environment::start(&["--only-seccomp"], Some(built("sluice-escape-probe"))).await;
+    let marks = std::env::temp_dir().join(format!("sluice-left-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&marks).expect("dir");
+    let pid_file = marks.join("pid");
+    let job = |text: String| Request {
+        task: Task::Extract { extension: "txt".to_owned() },
+        options: ExtractOptions::new(10_000),
+        input: inline(text.as_bytes()),
+        answer_upload: None,
+    };
+    let answer = environment.invoke(&job(format!("setsid:{}", pid_file.display()))).await;
+    let Response::Extracted(Ok(extraction)) = answer else { panic!("{answer:?}") };
+    assert_eq!(extraction.text.as_deref(), Some("escaped: setsid"), "the probe could not leave a process");
+    let pid = std::fs::read_to_string(&pid_file).expect("the probe wrote its pid").trim().to_owned();
+    // By the time the answer is back, the environment has been swept.
+    let started = Instant::now();
+    while running(&pid) {
+        assert!(started.elapsed() < Duration::from_secs(2), "process {pid} outlived its job");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // What a job leaves in the scratch folder is gone after the next.
+    std::fs::write(environment.scratch.join("left-by-a-job"), b"x").expect("scratch file");
+    let answer = environment.invoke(&job("no such escape".to_owned())).await;
+    assert!(matches!(answer, Response::Extracted(Ok(_))), "{answer:?}");
+    assert_eq!(std::fs::read_dir(&environment.scratch).map(|d| d.count()).unwrap_or(0), 0);
+    let _ = std::fs::remove_dir_all(&marks);
+}
+
+#[tokio::test]
+async fn a_job_with_a_field_it_does_not_know_is_refused_whole() {
+    let environment = Environment::start(&[], None).await;
+    let mut request = serde_json::to_value(inspect("notes.txt", b"hello")).expect("json");
+    request["tenant_id"] = json!("b");
+    let answer = environment.api.invoke(request, Duration::from_secs(30)).await;
+    assert!(answer.is_err(), "{answer:?}");
+}
