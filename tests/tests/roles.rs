@@ -134,3 +134,50 @@ fn the_extract_function_is_isolated_per_tenant_and_holds_nothing() {
         }
     }
 }
+
+/// Lambda's recursive-loop detection stops a function that sends to the queue it is invoked
+/// from after about 16 hops; every such function's loop is bounded by its code, and says so.
+#[test]
+fn a_function_that_sends_to_its_own_queue_allows_the_loop() {
+    let template = template();
+    let resources = template["Resources"].as_mapping().expect("resources");
+    let mut self_senders = Vec::new();
+    for (name, resource) in resources {
+        let properties = &resource["Properties"];
+        let Some(events) = properties["Events"].as_mapping() else { continue };
+        let queues: Vec<String> = events
+            .values()
+            .filter(|event| event["Type"].as_str() == Some("SQS"))
+            .filter_map(|event| match &event["Properties"]["Queue"] {
+                Value::Tagged(tagged) => tagged.value.as_str().map(str::to_owned),
+                _ => None,
+            })
+            .collect();
+        let policies = properties["Policies"].as_sequence().into_iter().flatten();
+        let sends_to_own = policies.filter_map(|p| p["Statement"].as_sequence()).flatten().any(|statement| {
+            let sends = match &statement["Action"] {
+                Value::String(one) => one == "sqs:SendMessage",
+                Value::Sequence(many) => many.iter().any(|a| a.as_str() == Some("sqs:SendMessage")),
+                _ => false,
+            };
+            let targets: Vec<String> = match &statement["Resource"] {
+                Value::Sequence(many) => many.to_vec(),
+                one => vec![one.clone()],
+            }
+            .iter()
+            .filter_map(|r| match r {
+                Value::Tagged(tagged) => tagged.value.as_str().map(str::to_owned),
+                _ => None,
+            })
+            .collect();
+            sends && targets.iter().any(|t| queues.contains(t))
+        });
+        if sends_to_own {
+            let name = name.as_str().expect("a name").to_owned();
+            assert_eq!(properties["RecursiveLoop"].as_str(), Some("Allow"), "{name}");
+            self_senders.push(name);
+        }
+    }
+    self_senders.sort();
+    assert_eq!(self_senders, ["IngestFunction", "ParseFunction"]);
+}
