@@ -50,6 +50,8 @@ profile_ports() {
           EMBED_PORT=${SLUICE_EMBED_PORT:-30100} ;;
     *) echo "unknown profile '$1' (dev, test, smoke or soak)" >&2; exit 2 ;;
   esac
+  # Lambda's Invoke API (the extract function's environments), beside the front door.
+  LAMBDA_PORT=${SLUICE_LAMBDA_PORT:-$((API_PORT + 1))}
 }
 
 ensure_pg_user() {
@@ -209,6 +211,11 @@ export SLUICE_S3_FORCE_PATH_STYLE=true
 export SLUICE_DEPLOYMENT_ACCOUNT_ID=123456789012
 export SLUICE_BUCKET=sluice-local-files
 export SLUICE_KMS_KEY_ALIAS=alias/sluice-local
+# Every file is read by the extract function, invoked through the runner's Lambda API with
+# the tenant that owns it (one process per tenant), as upload and parse invoke it in AWS.
+export SLUICE_EXTRACT_FUNCTION=sluice-extract
+export SLUICE_LAMBDA_ADDR=127.0.0.1:$LAMBDA_PORT
+export AWS_ENDPOINT_URL_LAMBDA=http://127.0.0.1:$LAMBDA_PORT
 export SLUICE_API_ADDR=127.0.0.1:$API_PORT
 export SLUICE_API_URL=http://127.0.0.1:$API_PORT
 export SLUICE_LOCAL_JWT_ISSUER=http://127.0.0.1:$API_PORT

@@ -6,7 +6,7 @@ pub mod browser;
 pub mod built_template;
 pub mod contract;
 pub mod llamaparse_stand_in;
-pub mod runtime_api;
+pub use sluice_local::runtime_api;
 pub mod s3_fault_proxy;
 pub mod stub;
 pub mod vectors;
@@ -335,7 +335,13 @@ impl Stack {
             body_cap_bytes: config.request_body_cap_bytes(),
             knowledge: sluice_knowledge::State::new(config.clone(), db.clone(), &self.sdk),
             search,
-            upload: sluice_upload::AppState::new(config, db, blob, extractor, self.sqs.clone()),
+            upload: sluice_upload::AppState::new(
+                config,
+                db,
+                blob,
+                sluice_extraction::Reader::Workers(extractor),
+                self.sqs.clone(),
+            ),
             authorizer: issuer.authorizer(),
             issuer,
             cors: sluice_local::cors::api_cors(&sluice_local::cors::allowed_origins()),

@@ -5,7 +5,7 @@
 use base64::Engine;
 use serde_json::{Value, json};
 use sluice_e2e::runtime_api::RuntimeApi;
-use sluice_extract::{Input, Request, Response, Task};
+use sluice_extraction::protocol::{Input, Request, Response};
 use sluice_formats::{ExtractOptions, fixtures};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -88,16 +88,11 @@ fn inline(bytes: &[u8]) -> Input {
     Input::Inline { base64: base64::engine::general_purpose::STANDARD.encode(bytes) }
 }
 
-fn inspect(filename: &str, bytes: &[u8]) -> Request {
+fn extract(extension: &str, bytes: &[u8]) -> Request {
     let mut options =
         ExtractOptions::new(100_000).with_ocr(Some(sluice_formats::OcrOptions { dpi: 150, max_pages: 2 }));
     options.time_limit = Duration::from_secs(30);
-    Request {
-        task: Task::Inspect { filename: filename.to_owned(), declared_mime: None },
-        options,
-        input: inline(bytes),
-        answer_upload: None,
-    }
+    Request { extension: extension.to_owned(), options, input: inline(bytes), answer_upload: None }
 }
 
 #[tokio::test]
@@ -105,16 +100,16 @@ async fn where_lambda_refuses_confinement_the_extract_function_reads_a_pdf_a_doc
     let environment = Environment::start(&[], None).await;
     let page = fixtures::scanned_page("Minutes of the harbour board\nThe budget was approved", 150, 1.0, 7);
     let files = [
-        ("report.pdf", fixtures::pdf(&["Quarterly figures for the harbour board"]), "Quarterly figures"),
-        ("minutes.docx", fixtures::docx("<w:p><w:r><w:t>Budget approved</w:t></w:r></w:p>"), "Budget approved"),
-        ("whiteboard.png", fixtures::png_of(&page), "Minutes of the harbour board"),
+        ("pdf", fixtures::pdf(&["Quarterly figures for the harbour board"]), "Quarterly figures"),
+        ("docx", fixtures::docx("<w:p><w:r><w:t>Budget approved</w:t></w:r></w:p>"), "Budget approved"),
+        ("png", fixtures::png_of(&page), "Minutes of the harbour board"),
     ];
     for (name, bytes, expected) in files {
-        let Response::Inspected(Ok(content)) = environment.invoke(&inspect(name, &bytes)).await else {
+        let Response::Extracted(Ok(read)) = environment.invoke(&extract(name, &bytes)).await else {
             panic!("{name} was not read");
         };
-        assert_eq!(content.parse_note, None, "{name}");
-        assert!(content.parsed_content.as_deref().is_some_and(|t| t.contains(expected)), "{name}: {content:?}");
+        assert_eq!(read.unreadable, None, "{name}");
+        assert!(read.text.as_deref().is_some_and(|t| t.contains(expected)), "{name}: {read:?}");
     }
     // What was refused is logged once, at init, as one JSON line naming each step.
     let log = environment.log();
@@ -146,7 +141,7 @@ async fn a_process_a_hostile_file_leaves_behind_in_a_session_of_its_own_is_gone_
     std::fs::create_dir_all(&marks).expect("dir");
     let pid_file = marks.join("pid");
     let job = |text: String| Request {
-        task: Task::Extract { extension: "txt".to_owned() },
+        extension: "txt".to_owned(),
         options: ExtractOptions::new(10_000),
         input: inline(text.as_bytes()),
         answer_upload: None,
@@ -172,7 +167,7 @@ async fn a_process_a_hostile_file_leaves_behind_in_a_session_of_its_own_is_gone_
 #[tokio::test]
 async fn a_job_with_a_field_it_does_not_know_is_refused_whole() {
     let environment = Environment::start(&[], None).await;
-    let mut request = serde_json::to_value(inspect("notes.txt", b"hello")).expect("json");
+    let mut request = serde_json::to_value(extract("txt", b"hello")).expect("json");
     request["tenant_id"] = json!("b");
     let answer = environment.api.invoke(request, Duration::from_secs(30)).await;
     assert!(answer.is_err(), "{answer:?}");

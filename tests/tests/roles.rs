@@ -57,8 +57,34 @@ fn each_function_may_open_only_what_its_code_opens_and_search_alone_of_the_two_h
     assert!(variables("KnowledgeFunction")["SLUICE_MODEL_DIR"].is_null());
     // The int8 model runs on ONNX Runtime: whoever holds the model or OCR holds the runtime,
     // and the precision is the deployment's one setting.
-    for function in ["SearchFunction", "IngestFunction", "UploadFunction", "ParseFunction"] {
+    for function in ["SearchFunction", "IngestFunction", "ExtractFunction"] {
         assert!(layers(&template, function).contains(&"OnnxRuntimeLayer".to_owned()), "{function}");
+    }
+    // The parsers ship only with the extract function: upload and parse invoke it.
+    for layer in ["PdfiumLayer", "OcrLayer", "OnnxRuntimeLayer"] {
+        assert!(layers(&template, "ExtractFunction").contains(&layer.to_owned()), "{layer}");
+        for function in ["UploadFunction", "ParseFunction"] {
+            assert!(!layers(&template, function).contains(&layer.to_owned()), "{function} holds {layer}");
+        }
+    }
+    // Upload and parse, and no other function, invoke it.
+    for (name, resource) in template["Resources"].as_mapping().expect("resources") {
+        let name = name.as_str().expect("a name");
+        let invokes = resource["Properties"]["Policies"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["Statement"].as_sequence())
+            .flatten()
+            .any(|statement| statement["Action"].as_str() == Some("lambda:InvokeFunction"));
+        assert_eq!(invokes, ["UploadFunction", "ParseFunction"].contains(&name), "{name}");
+        if invokes {
+            let named = match &variables(name)["SLUICE_EXTRACT_FUNCTION"] {
+                Value::Tagged(tagged) => tagged.value.as_str().map(str::to_owned),
+                _ => None,
+            };
+            assert_eq!(named.as_deref(), Some("ExtractFunction"), "{name}");
+        }
     }
     for function in ["SearchFunction", "IngestFunction"] {
         assert!(layers(&template, function).contains(&"ModelLayer".to_owned()), "{function}");

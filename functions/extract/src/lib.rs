@@ -14,76 +14,15 @@
 //! emptied, so nothing of one job meets the next.
 
 use base64::Engine;
-use serde::{Deserialize, Serialize};
-use sluice_domain::FileContent;
-use sluice_formats::{ExtractOptions, Extraction, Refusal};
+use sluice_extraction::protocol::{INLINE_ANSWER_MAX_BYTES, Input, PresignedPut};
+pub use sluice_extraction::protocol::{Request, Response};
+use sluice_formats::Refusal;
 use sluice_isolate::Extractor;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Lambda answers a synchronous invocation with at most 6 MB; an answer larger than this
-/// goes through the caller's presigned `PUT` instead.
-pub const INLINE_ANSWER_MAX_BYTES: usize = 5 << 20;
-
-/// Lambda takes a synchronous invocation's request of at most 6 MB; base64 makes the bytes a
-/// third larger, so files up to this size go inline and larger ones by presigned `GET`.
-pub const INLINE_INPUT_MAX_BYTES: usize = 4 << 20;
-
 /// How long a presigned `GET` or `PUT` may take to connect.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// One job: what to do with which bytes, under which limits.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Request {
-    pub task: Task,
-    pub options: ExtractOptions,
-    pub input: Input,
-    /// Where an answer larger than [`INLINE_ANSWER_MAX_BYTES`] is written.
-    #[serde(default)]
-    pub answer_upload: Option<PresignedPut>,
-}
-
-/// What the caller wants done with the bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Task {
-    /// The whole upload check: the name and declared type against the allowlist, the
-    /// sniffed type, then extraction (a chat upload).
-    Inspect { filename: String, declared_mime: Option<String> },
-    /// Extraction of bytes already accepted as the kind of this extension (a document).
-    Extract { extension: String },
-}
-
-/// Where the bytes are.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Input {
-    /// The bytes themselves, base64.
-    Inline { base64: String },
-    /// A presigned `GET` of exactly one object of `size` bytes.
-    Presigned { url: String, size: u64 },
-}
-
-/// A presigned `PUT` and the headers it was signed with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PresignedPut {
-    pub url: String,
-    pub headers: Vec<(String, String)>,
-}
-
-/// The job's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Response {
-    Inspected(Result<FileContent, Refusal>),
-    Extracted(Result<Extraction, Refusal>),
-    /// The answer (one of the two above, as JSON) was written through `answer_upload`.
-    Stored {
-        bytes: u64,
-    },
-}
 
 /// Why a job could not be done: the service's failure, never the file's (a file that cannot
 /// be read is an answer, not an error). Lambda reports it to the caller as a function error.
@@ -169,22 +108,18 @@ pub async fn handle(state: &State, request: Request) -> Result<Response, Extract
 
 async fn serve(state: &State, request: Request) -> Result<Response, ExtractError> {
     let bytes = fetch(&state.http, request.input).await?;
-    let (extractor, options, task) = (state.extractor.clone(), request.options, request.task);
-    let answer = tokio::task::spawn_blocking(move || match task {
-        Task::Inspect { filename, declared_mime } => {
-            extractor.inspect(&filename, declared_mime.as_deref(), &bytes, &options).map(Response::Inspected)
-        }
-        Task::Extract { extension } => match sluice_formats::kind_for_filename(&format!("file.{extension}")) {
+    let (extractor, options, extension) = (state.extractor.clone(), request.options, request.extension);
+    let answer =
+        tokio::task::spawn_blocking(move || match sluice_formats::kind_for_filename(&format!("f.{extension}")) {
             Some(kind) => extractor.extract(kind, &bytes, &options).map(Response::Extracted),
             None => Ok(Response::Extracted(Err(Refusal {
                 code: sluice_formats::RefusalCode::ExtensionNotAllowed,
                 message: format!("no file kind has the extension {extension:?}"),
             }))),
-        },
-    })
-    .await
-    .map_err(|e| ExtractError::Worker(e.to_string()))?
-    .map_err(|e| ExtractError::Worker(e.to_string()))?;
+        })
+        .await
+        .map_err(|e| ExtractError::Worker(e.to_string()))?
+        .map_err(|e| ExtractError::Worker(e.to_string()))?;
     deliver(&state.http, answer, request.answer_upload.as_ref()).await
 }
 
@@ -234,27 +169,4 @@ async fn deliver(
         return Err(ExtractError::Store(format!("status {}", stored.status())));
     }
     Ok(Response::Stored { bytes })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_request_names_its_task_input_and_limits_and_nothing_else() {
-        let request = Request {
-            task: Task::Inspect { filename: "notes.txt".into(), declared_mime: Some("text/plain".into()) },
-            options: ExtractOptions::new(100),
-            input: Input::Inline { base64: "aGVsbG8=".into() },
-            answer_upload: None,
-        };
-        let json = serde_json::to_value(&request).expect("json");
-        assert_eq!(json["task"]["inspect"]["filename"], "notes.txt");
-        assert_eq!(json["input"]["inline"]["base64"], "aGVsbG8=");
-        let mut smuggled = json.clone();
-        smuggled["tenant"] = "someone else".into();
-        assert!(serde_json::from_value::<Request>(smuggled).is_err(), "an unknown field is refused");
-        let back: Request = serde_json::from_value(json).expect("round trip");
-        assert_eq!(back.task, request.task);
-    }
 }

@@ -184,12 +184,9 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
             }
         }
     } else {
-        let extractor = state.extractor.clone();
-        let extracted = state
-            .pool
-            .run(move || extractor.extract(kind, &bytes, &options))
-            .await
-            .map_err(|_| ParseError::Blocking)??;
+        let tenant = sluice_extraction::Tenant::owner(document.org_id, document.owner_id);
+        let extracted =
+            state.reader.extract(&state.pool, &tenant, kind, bytes, document.storage_path.as_deref(), &options).await?;
         match extracted {
             Ok(extraction) => extraction,
             Err(refusal) => {

@@ -13,8 +13,8 @@ pub enum ParseError {
     Store(#[from] StoreError),
     #[error("object storage failed: {0}")]
     Blob(#[from] BlobError),
-    #[error("no parse worker: {0}")]
-    Isolate(#[from] sluice_isolate::IsolateError),
+    #[error("the file could not be handed to a reader: {0}")]
+    Read(#[from] sluice_extraction::ReadError),
     #[error("the blocking pool failed")]
     Blocking,
     #[error("a sync source's bucket could not be read: {0}")]

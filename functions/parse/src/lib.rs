@@ -18,7 +18,7 @@ pub use error::ParseError;
 
 use sluice_blob::{Blob, BlobError};
 use sluice_domain::{BlockingPool, CHAT_UPLOAD_PREFIX, Config};
-use sluice_isolate::Extractor;
+use sluice_extraction::Reader;
 use sluice_queue::SqsBatchResponse;
 use sluice_queue::jobs::{Dispatcher, DocumentJob, LandedJob};
 use sluice_queue::s3::{Change, ObjectChange, S3Message};
@@ -34,7 +34,8 @@ pub struct State {
     pub db: Db,
     pub blob: Blob,
     pub pool: BlockingPool,
-    pub extractor: Extractor,
+    /// Reads each file: the extract function for the file's owner, or a worker process.
+    pub reader: Reader,
     pub dispatcher: Dispatcher,
     /// Opens `aws_credentials` secrets for sync sources.
     pub vault: Vault,
@@ -43,24 +44,22 @@ pub struct State {
 }
 
 impl State {
-    pub fn new(config: Config, db: Db, blob: Blob, extractor: Extractor, sdk: &aws_config::SdkConfig) -> Self {
+    pub fn new(config: Config, db: Db, blob: Blob, reader: Reader, sdk: &aws_config::SdkConfig) -> Self {
         let pool = BlockingPool::new(config.file_io_max_workers);
         let dispatcher = Dispatcher::new(aws_sdk_sqs::Client::new(sdk), config.job_routes());
         let vault = Vault::new(aws_sdk_kms::Client::new(sdk), config.kms_key_id.clone());
-        Self { config, db, blob, pool, extractor, dispatcher, vault, remote: Remote::new(sdk) }
+        Self { config, db, blob, pool, reader, dispatcher, vault, remote: Remote::new(sdk) }
     }
 
     /// Builds the state from the environment, as the upload function does; parse workers
     /// are this binary, so its `main` calls `sluice_isolate::serve_if_worker` first.
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
-        sluice_formats::pdf::ensure_available()?;
-        sluice_ocr::ensure_installed()?;
         let sdk = sluice_blob::sdk_config().await;
         let db = Db::from_env(&sdk, 4).await?;
         let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
-        let extractor = Extractor::current_exe(config.parse_max_memory_bytes)?;
-        Ok(Self::new(config, db, blob, extractor, &sdk))
+        let reader = Reader::from_env(&sdk, blob.clone(), config.parse_max_memory_bytes)?;
+        Ok(Self::new(config, db, blob, reader, &sdk))
     }
 }
 
@@ -170,14 +169,12 @@ async fn object_created(state: &State, key: &str) -> Result<(), ParseError> {
         let message = format!("{} bytes landed where {declared} were declared; upload again", fetched.bytes.len());
         return reject(state, &file.id, key, &rejection("size_mismatch", &message), &etag).await;
     }
-    let (extractor, options, bytes) =
-        (state.extractor.clone(), sluice_isolate::chat_options(&state.config), fetched.bytes);
-    let (filename, mime) = (file.filename.clone(), file.mime_type.clone());
+    let options = sluice_isolate::chat_options(&state.config);
+    let tenant = sluice_extraction::Tenant::user(file.user_id);
     let inspected = state
-        .pool
-        .run(move || extractor.inspect(&filename, Some(&mime), &bytes, &options))
-        .await
-        .map_err(|_| ParseError::Blocking)??;
+        .reader
+        .inspect(&state.pool, &tenant, &file.filename, Some(&file.mime_type), fetched.bytes, Some(key), &options)
+        .await?;
     match inspected {
         Ok(content) => {
             if state.db.complete_upload(file.id, &content, &etag).await? {

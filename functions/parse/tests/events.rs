@@ -23,7 +23,7 @@ fn offline_state() -> State {
     let blob = Blob::new(sluice_blob::static_s3_client(&format!("http://{CLOSED}")), "bucket", &config.kms_key_id);
     let extractor = Extractor::new(env!("CARGO_BIN_EXE_sluice-parse"), config.parse_max_memory_bytes);
     let sdk = sluice_blob::static_sdk_config(&format!("http://{CLOSED}"));
-    State::new(config, db, blob, extractor, &sdk)
+    State::new(config, db, blob, sluice_extraction::Reader::Workers(extractor), &sdk)
 }
 
 fn sample(name: &str) -> SqsEvent {

@@ -66,8 +66,10 @@ pub const CHAT_RETENTION: Duration = Duration::from_secs(24 * 3600);
 pub const UNNAMED_OBJECT_GRACE: Duration = Duration::from_secs(3600);
 
 /// Every prefix Sluice writes objects under: presigned and inline chat files, presigned and
-/// inline documents, parsed texts.
-pub const SCANNED_PREFIXES: [&str; 5] = ["uploads/", "media/", "document-uploads/", "documents/", "parsed/"];
+/// inline documents, parsed texts, and the extract function's one-time inputs and answers
+/// (no row ever names those: one left by a crashed call goes after the grace).
+pub const SCANNED_PREFIXES: [&str; 6] =
+    ["uploads/", "media/", "document-uploads/", "documents/", "parsed/", "extract/"];
 
 /// How long a run's listing may go without recording a page before the sweep sends its
 /// next page's job again: longer than one job takes (ten pages).

@@ -47,7 +47,7 @@ pub enum UploadError {
     #[error("blocking work failed")]
     Blocking,
     #[error(transparent)]
-    Isolate(#[from] sluice_isolate::IsolateError),
+    Read(#[from] sluice_extraction::ReadError),
 }
 
 impl UploadError {
@@ -137,8 +137,8 @@ impl UploadError {
                 tracing::error!("blocking work panicked or was cancelled");
                 ApiError::internal()
             }
-            Self::Isolate(error) => {
-                tracing::error!(error = %error, "no parse worker");
+            Self::Read(error) => {
+                tracing::error!(error = %error, "the file could not be handed to a reader");
                 ApiError::unavailable()
             }
         }

@@ -88,15 +88,20 @@ pub async fn upload(state: &AppState, caller: &Caller, request: Request) -> Resu
             }
             other => other,
         })?;
-    let (bytes, extractor, options) =
-        (file.bytes.clone(), state.extractor.clone(), sluice_isolate::chat_options(&state.config));
-    let declared = file.declared_mime.clone();
-    let filename = file.filename.clone();
+    let options = sluice_isolate::chat_options(&state.config);
+    let tenant = sluice_extraction::Tenant::user(caller.user_id);
     let content = state
-        .pool
-        .run(move || extractor.inspect(&filename, declared.as_deref(), &bytes, &options))
-        .await
-        .map_err(|_| UploadError::Blocking)??
+        .reader
+        .inspect(
+            &state.pool,
+            &tenant,
+            &file.filename,
+            file.declared_mime.as_deref(),
+            file.bytes.clone(),
+            None,
+            &options,
+        )
+        .await?
         .map_err(UploadError::Refused)?;
     let field = |name: &str| fields.get(name).map(String::as_str);
     let hints =

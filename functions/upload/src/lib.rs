@@ -14,7 +14,7 @@ pub use error::UploadError;
 use lambda_http::{Body, Request, Response};
 use sluice_blob::Blob;
 use sluice_domain::{BlockingPool, Config};
-use sluice_isolate::Extractor;
+use sluice_extraction::Reader;
 use sluice_queue::jobs::Dispatcher;
 use sluice_store::Db;
 use uuid::Uuid;
@@ -26,32 +26,31 @@ pub struct AppState {
     pub db: Db,
     pub blob: Blob,
     pub pool: BlockingPool,
-    /// Parses each file in a worker process under hard time and memory limits.
-    pub extractor: Extractor,
+    /// Reads each file: the extract function for the file's owner, or a worker process.
+    pub reader: Reader,
     /// Sends the jobs the outbox records (document parses) after their commit.
     pub dispatcher: Dispatcher,
 }
 
 impl AppState {
-    pub fn new(config: Config, db: Db, blob: Blob, extractor: Extractor, sqs: aws_sdk_sqs::Client) -> Self {
+    pub fn new(config: Config, db: Db, blob: Blob, reader: Reader, sqs: aws_sdk_sqs::Client) -> Self {
         let pool = BlockingPool::new(config.file_io_max_workers);
         let dispatcher = Dispatcher::new(sqs, config.job_routes());
-        Self { config, db, blob, pool, extractor, dispatcher }
+        Self { config, db, blob, pool, reader, dispatcher }
     }
 
     /// Builds the state from the environment: the SDK's standard settings, the database
-    /// (`Db::from_env`), and the configuration `Config::from_env` reads. Parse
-    /// workers are this binary, so its `main` calls `sluice_isolate::serve_if_worker` first.
+    /// (`Db::from_env`), the configuration `Config::from_env` reads, and the reader
+    /// (`Reader::from_env`: the extract function, or workers that are this binary, so its
+    /// `main` calls `sluice_isolate::serve_if_worker` first).
     pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
-        sluice_formats::pdf::ensure_available()?;
-        sluice_ocr::ensure_installed()?;
         let sdk = sluice_blob::sdk_config().await;
         let db = Db::from_env(&sdk, 4).await?;
         let blob = Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
-        let extractor = Extractor::current_exe(config.parse_max_memory_bytes)?;
+        let reader = Reader::from_env(&sdk, blob.clone(), config.parse_max_memory_bytes)?;
         let sqs = aws_sdk_sqs::Client::new(&sdk);
-        Ok(Self::new(config, db, blob, extractor, sqs))
+        Ok(Self::new(config, db, blob, reader, sqs))
     }
 }
 

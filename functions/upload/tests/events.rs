@@ -26,7 +26,7 @@ fn offline_state(chat_max_upload_bytes: u64) -> AppState {
     // The function's own binary is its parse worker, as in Lambda.
     let extractor = Extractor::new(env!("CARGO_BIN_EXE_sluice-upload"), config.parse_max_memory_bytes);
     let sqs = sluice_blob::static_sqs_client(&format!("http://{CLOSED}"));
-    AppState::new(config, db, blob, extractor, sqs)
+    AppState::new(config, db, blob, sluice_extraction::Reader::Workers(extractor), sqs)
 }
 
 fn sample(name: &str) -> lambda_http::Request {

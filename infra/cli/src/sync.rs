@@ -74,7 +74,8 @@ pub async fn run(source_id: Uuid, confirm_removals: bool) -> ExitCode {
         Err(error) => return fail(format!("worker: {error}")),
     };
     let blob = sluice_blob::Blob::new(sluice_blob::s3_client(&sdk), config.bucket.clone(), config.kms_key_id.clone());
-    let state = sluice_parse::State::new(config, db.clone(), blob, extractor, &sdk);
+    // An operator's run reads files in workers of this process.
+    let state = sluice_parse::State::new(config, db.clone(), blob, sluice_extraction::Reader::Workers(extractor), &sdk);
     let run_id = match db.start_sync_run(source_id, "operator", confirm_removals).await {
         Ok(sluice_store::RunStart::Started { run_id, outbox_id }) => {
             // This process lists it: the outbox row is not for anyone else to send.

@@ -57,8 +57,10 @@ async fn serve() -> Result<(), Error> {
     let db = sluice_store::Db::from_env(&sdk, 16).await?;
     let vector_db = sluice_store::Db::from_env_secret(&sdk, 16, sluice_store::VECTOR_SECRET_VARIABLE).await?;
     let blob = sluice_blob::Blob::new(s3, bucket.clone(), key.clone());
-    let extractor = sluice_isolate::Extractor::current_exe(config.parse_max_memory_bytes)?;
-    let parse = Arc::new(sluice_parse::State::new(config.clone(), db.clone(), blob.clone(), extractor.clone(), &sdk));
+    // The extract function per tenant when SLUICE_EXTRACT_FUNCTION names it (this runner then
+    // serves Lambda's Invoke API for it), else parse workers of this binary.
+    let reader = sluice_extraction::Reader::from_env(&sdk, blob.clone(), config.parse_max_memory_bytes)?;
+    let parse = Arc::new(sluice_parse::State::new(config.clone(), db.clone(), blob.clone(), reader.clone(), &sdk));
     let source = sluice_local::pollers::Source {
         queue_url: parse_queue_url,
         queue_arn: parse_queue_arn,
@@ -115,11 +117,24 @@ async fn serve() -> Result<(), Error> {
         body_cap_bytes: config.request_body_cap_bytes(),
         knowledge,
         search,
-        upload: sluice_upload::AppState::new(config, db, blob, extractor, sqs),
+        upload: sluice_upload::AppState::new(config, db, blob, reader, sqs),
         authorizer: issuer.authorizer(),
         issuer,
         cors: sluice_local::cors::api_cors(&sluice_local::cors::allowed_origins()),
     };
+    // Lambda's Invoke API for the extract function, which upload and parse call.
+    if let (Ok(name), Ok(lambda_addr)) = (std::env::var("SLUICE_EXTRACT_FUNCTION"), std::env::var("SLUICE_LAMBDA_ADDR"))
+    {
+        let lambda_addr = sluice_local::door::loopback_only(&lambda_addr)?;
+        let binary = match std::env::var_os("SLUICE_EXTRACT_BINARY") {
+            Some(binary) => std::path::PathBuf::from(binary),
+            None => std::env::current_exe()?.with_file_name("sluice-extract"),
+        };
+        let function = Arc::new(sluice_local::lambda::ExtractFunction::new(&name, binary, lambda_addr.port()));
+        let listener = tokio::net::TcpListener::bind(lambda_addr).await?;
+        tracing::info!(%lambda_addr, function = name, "serving Lambda's Invoke API");
+        tokio::spawn(sluice_local::lambda::serve(listener, function));
+    }
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(%addr, bucket, kms_key = key, "sluice-local is serving");
     sluice_local::door::serve(listener, Arc::new(door)).await?;

@@ -315,14 +315,30 @@ impl Blob {
         content_type: &str,
         ttl: Duration,
     ) -> Result<PresignedUpload, BlobError> {
-        let config = PresigningConfig::expires_in(ttl).map_err(|e| BlobError::Presign(e.to_string()))?;
         let length = i64::try_from(size).map_err(|e| BlobError::Presign(e.to_string()))?;
+        self.presign_put(key, Some(length), content_type, ttl).await
+    }
+
+    /// A presigned PUT of one JSON object of any length, encrypted with the configured key and
+    /// written once: where the extract function writes an answer too large to return.
+    pub async fn presign_json_upload(&self, key: &str, ttl: Duration) -> Result<PresignedUpload, BlobError> {
+        self.presign_put(key, None, "application/json", ttl).await
+    }
+
+    async fn presign_put(
+        &self,
+        key: &str,
+        length: Option<i64>,
+        content_type: &str,
+        ttl: Duration,
+    ) -> Result<PresignedUpload, BlobError> {
+        let config = PresigningConfig::expires_in(ttl).map_err(|e| BlobError::Presign(e.to_string()))?;
         let request = self
             .s3
             .put_object()
             .bucket(&self.bucket)
             .key(key)
-            .content_length(length)
+            .set_content_length(length)
             .content_type(content_type)
             .server_side_encryption(ServerSideEncryption::AwsKms)
             .ssekms_key_id(&self.kms_key_id)

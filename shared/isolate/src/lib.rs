@@ -193,22 +193,23 @@ impl Extractor {
             Ok(accepted) => accepted,
             Err(refusal) => return Ok(Err(refusal)),
         };
-        let extraction = match self.extract(accepted.kind, bytes, options)? {
-            Ok(extraction) => extraction,
-            Err(refusal) => return Ok(Err(refusal)),
-        };
-        let dimension = |d: Option<u32>| d.and_then(|v| i32::try_from(v).ok());
-        Ok(Ok(FileContent {
-            mime_type: accepted.canonical_mime().to_owned(),
-            size: bytes.len() as i64,
-            file_type: accepted.file_type().as_str().to_owned(),
-            preview: extraction.text.as_deref().and_then(sluice_formats::preview),
-            parsed_content: extraction.text,
-            checksum_sha256: hex::encode(Sha256::digest(bytes)),
-            parse_note: extraction.unreadable,
-            width: dimension(extraction.dimensions.map(|d| d.0)),
-            height: dimension(extraction.dimensions.map(|d| d.1)),
-        }))
+        Ok(self.extract(accepted.kind, bytes, options)?.map(|extraction| file_content(&accepted, bytes, extraction)))
+    }
+}
+
+/// What a chat file's row records of bytes the upload check accepted and their extraction.
+pub fn file_content(accepted: &sluice_formats::Accepted, bytes: &[u8], extraction: Extraction) -> FileContent {
+    let dimension = |d: Option<u32>| d.and_then(|v| i32::try_from(v).ok());
+    FileContent {
+        mime_type: accepted.canonical_mime().to_owned(),
+        size: bytes.len() as i64,
+        file_type: accepted.file_type().as_str().to_owned(),
+        preview: extraction.text.as_deref().and_then(sluice_formats::preview),
+        parsed_content: extraction.text,
+        checksum_sha256: hex::encode(Sha256::digest(bytes)),
+        parse_note: extraction.unreadable,
+        width: dimension(extraction.dimensions.map(|d| d.0)),
+        height: dimension(extraction.dimensions.map(|d| d.1)),
     }
 }
 
@@ -356,22 +357,31 @@ fn says_out_of_memory(stderr: &[u8]) -> bool {
 }
 
 fn answer(kind: &FileKind, ended: Ended, hard_time_limit: Duration, memory_bytes: u64) -> Result<Extraction, Refusal> {
-    let reason = match ended {
-        Ended::Replied(reply) => {
-            return match *reply {
-                Reply::Extracted(extraction) => Ok(extraction),
-                Reply::Refused(refusal) => Err(refusal),
-            };
-        }
-        Ended::Killed => format!(
-            "reading the file ran past the {}-second hard limit and was stopped",
-            hard_time_limit.as_secs_f64().ceil()
-        ),
-        Ended::Crashed { out_of_memory: true } => {
-            format!("reading the file needed more than {} MiB of memory and was stopped", memory_bytes >> 20)
-        }
-        Ended::Crashed { out_of_memory: false } => "the parser crashed on this file".to_owned(),
-    };
+    unread(
+        kind,
+        match ended {
+            Ended::Replied(reply) => {
+                return match *reply {
+                    Reply::Extracted(extraction) => Ok(extraction),
+                    Reply::Refused(refusal) => Err(refusal),
+                };
+            }
+            Ended::Killed => format!(
+                "reading the file ran past the {}-second hard limit and was stopped",
+                hard_time_limit.as_secs_f64().ceil()
+            ),
+            Ended::Crashed { out_of_memory: true } => {
+                format!("reading the file needed more than {} MiB of memory and was stopped", memory_bytes >> 20)
+            }
+            Ended::Crashed { out_of_memory: false } => "the parser crashed on this file".to_owned(),
+        },
+    )
+}
+
+/// The answer for a file whose reading was stopped for `reason`: a document is unreadable,
+/// a TIFF (which must be decodable) refused, an archive (which must be checked to the end)
+/// refused as uncheckable.
+pub fn unread(kind: &FileKind, reason: String) -> Result<Extraction, Refusal> {
     if kind.family == Family::Tiff {
         return Err(Refusal {
             code: RefusalCode::UndecodableImage,

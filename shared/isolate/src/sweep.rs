@@ -62,6 +62,18 @@ fn doomed(processes: &[Process], me: i32, uid: u32, user_is_ours: bool) -> BTree
     doomed
 }
 
+/// Kills every process of `uid` (never root's): an ended environment's own user.
+pub fn kill_processes_of(uid: u32) -> usize {
+    if uid == 0 {
+        return 0;
+    }
+    let doomed: Vec<i32> = list_processes().into_iter().filter(|p| p.uid == uid).map(|p| p.pid).collect();
+    for pid in &doomed {
+        let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+    }
+    doomed.len()
+}
+
 fn list_processes() -> Vec<Process> {
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     entries

@@ -77,7 +77,13 @@ async fn main() {
         stack.door(stack.app_store(8).await, sluice_knowledge::State::new(config.clone(), vector_db, &sdk)).await;
     let blob = sluice_blob::Blob::new(s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
     let extractor = sluice_isolate::Extractor::new(&args.worker, config.parse_max_memory_bytes);
-    let parse = sluice_parse::State::new(config.clone(), stack.app_store(4).await, blob, extractor, &sdk);
+    let parse = sluice_parse::State::new(
+        config.clone(),
+        stack.app_store(4).await,
+        blob,
+        sluice_extraction::Reader::Workers(extractor),
+        &sdk,
+    );
     let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
     let pdf = survey_pdf(args.pages, None);
 

@@ -202,7 +202,7 @@ async fn main() {
     let db = sluice_store::Db::open(&stack.db_target, &stack.app_login, 2).expect("pool");
     let blob = sluice_blob::Blob::new(stack.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
     let extractor = sluice_isolate::Extractor::new("/bin/false", config.parse_max_memory_bytes);
-    let state = sluice_parse::State::new(config, db.clone(), blob, extractor, &sdk);
+    let state = sluice_parse::State::new(config, db.clone(), blob, sluice_extraction::Reader::Workers(extractor), &sdk);
     let before = peak_rss_mib();
     let small_source = Uuid::parse_str(&sources[1]).expect("id");
     listing_in_process(&state, &db, small_source).await;

@@ -12,6 +12,51 @@ fn answer(escaped: bool, what: &str) -> Extraction {
     Extraction { text: Some(format!("{verdict}: {what}")), ..Extraction::default() }
 }
 
+/// What this process could read of other users' extract environments: a line per attempt.
+fn neighbours() -> String {
+    let me = nix::unistd::getuid().as_raw();
+    let mut seen = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().filter_map(Result::ok) {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|r| r.split_whitespace().next());
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if uid.and_then(|u| u.parse::<u32>().ok()) == Some(me) || !String::from_utf8_lossy(&cmdline).contains("sluice-")
+        {
+            continue;
+        }
+        for what in ["environ", "mem", "cwd/held", "root/tmp"] {
+            let path = format!("/proc/{pid}/{what}");
+            let outcome = match what {
+                "mem" => std::fs::File::open(&path).map(|_| "opened".to_owned()),
+                "root/tmp" => std::fs::read_dir(&path).map(|d| format!("listed {}", d.count())),
+                _ => std::fs::read(&path).map(|b| String::from_utf8_lossy(&b).into_owned()),
+            };
+            seen.push(match outcome {
+                Ok(got) => format!("read {path}: {got}"),
+                Err(error) => format!("denied {path}: {error}"),
+            });
+        }
+    }
+    // The scratch folders of every environment, by name.
+    for entry in std::fs::read_dir(std::env::temp_dir().parent().unwrap_or(std::path::Path::new("/tmp")))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+    {
+        let path = entry.path().join("held");
+        if entry.file_name().to_string_lossy().starts_with("sluice-extract-")
+            && path != std::env::temp_dir().join("held")
+        {
+            seen.push(match std::fs::read_to_string(&path) {
+                Ok(got) => format!("read {}: {got}", path.display()),
+                Err(error) => format!("denied {}: {error}", path.display()),
+            });
+        }
+    }
+    seen.join("\n")
+}
+
 fn main() {
     sluice_isolate::serve_with(|_kind, bytes, _options| {
         let parent = nix::unistd::getppid();
@@ -52,6 +97,25 @@ fn main() {
                 let script =
                     format!("setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > '{}'", &leave["setsid:".len()..]);
                 answer(std::process::Command::new("/bin/sh").args(["-c", &script]).status().is_ok(), "setsid")
+            }
+            // Bytes of its own job held in memory and in its scratch folder for two seconds,
+            // while a neighbour looks for them.
+            hold if hold.starts_with("hold:") => {
+                let secret = &hold["hold:".len()..];
+                let _ = std::fs::write(std::env::temp_dir().join("held"), secret);
+                std::thread::sleep(std::time::Duration::from_secs(2));
+                answer(false, &format!("held {secret}"))
+            }
+            // Every other extract environment's memory, environment and scratch folder.
+            "neighbours" => answer(false, &neighbours()),
+            // The credentials this process and its parent (the handler) hold.
+            "credentials" => {
+                let own: Vec<String> =
+                    std::env::vars().filter(|(k, _)| k.starts_with("AWS_")).map(|(k, v)| format!("{k}={v}")).collect();
+                let parent = std::fs::read(format!("/proc/{parent}/environ"))
+                    .map(|e| String::from_utf8_lossy(&e).replace('\0', " "))
+                    .unwrap_or_else(|e| format!("denied: {e}"));
+                answer(false, &format!("own: {} | parent: {parent}", own.join(" ")))
             }
             // io_uring runs reads and writes the filter never sees.
             "io_uring" => answer(io_uring::IoUring::new(8).is_ok(), "io_uring"),
