@@ -172,3 +172,67 @@ async fn a_job_with_a_field_it_does_not_know_is_refused_whole() {
     let answer = environment.api.invoke(request, Duration::from_secs(30)).await;
     assert!(answer.is_err(), "{answer:?}");
 }
+
+/// The extract function as upload and parse call it: through the running stack's Lambda API.
+async fn invoked(stack: &sluice_e2e::Stack, name: &str) -> sluice_extraction::Reader {
+    let config = stack.config().await;
+    let blob = sluice_blob::Blob::new(stack.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
+    let lambda = aws_sdk_lambda::Client::new(&stack.sdk);
+    sluice_extraction::Reader::Function(sluice_extraction::ExtractFunction { lambda, name: name.to_owned(), blob })
+}
+
+async fn scratch_objects(stack: &sluice_e2e::Stack) -> Vec<String> {
+    let listed = stack.s3.list_objects_v2().bucket(&stack.bucket).prefix("extract/").send().await.expect("list");
+    listed.contents().iter().filter_map(|o| o.key().map(str::to_owned)).collect()
+}
+
+#[tokio::test]
+async fn a_file_too_large_for_the_request_and_a_text_too_large_for_the_answer_go_by_presigned_urls() {
+    let stack = sluice_e2e::Stack::from_env().await;
+    let reader = invoked(&stack, "sluice-extract").await;
+    // Six million characters of text: over the 4 MiB a request carries inline, and over the
+    // 5 MiB an answer carries.
+    let line = "a line of a long log file that no synchronous payload carries whole\n";
+    let text = line.repeat(6_000_000 / line.len() + 1);
+    let mut options = ExtractOptions::new(text.len() + 1);
+    options.time_limit = Duration::from_secs(60);
+    let tenant = sluice_extraction::Tenant::user(uuid::Uuid::new_v4());
+    let kind = sluice_formats::kind_for_filename("f.txt").expect("txt");
+    let pool = sluice_domain::BlockingPool::new(1);
+    let read = reader
+        .extract(&pool, &tenant, kind, bytes::Bytes::from(text.clone()), None, &options)
+        .await
+        .expect("handed over")
+        .expect("not refused");
+    assert_eq!(read.unreadable, None);
+    assert_eq!(read.text.as_deref().map(str::len), Some(text.len()));
+    // The one-time input and answer objects are gone (other tests' may come and go meanwhile:
+    // the prefix must be seen empty at some moment).
+    let started = std::time::Instant::now();
+    loop {
+        let left = scratch_objects(&stack).await;
+        if left.is_empty() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "left behind: {left:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_failed_invocation_leaves_a_document_unreadable_and_refuses_a_tiff_as_a_crashed_worker_does() {
+    let stack = sluice_e2e::Stack::from_env().await;
+    // A function the Lambda API does not have: every invocation fails.
+    let reader = invoked(&stack, "no-such-function").await;
+    let tenant = sluice_extraction::Tenant::user(uuid::Uuid::new_v4());
+    let pool = sluice_domain::BlockingPool::new(1);
+    let options = ExtractOptions::new(1000);
+    let kind = |name: &str| sluice_formats::kind_for_filename(name).expect("a kind");
+    let pdf = bytes::Bytes::from(fixtures::pdf(&["Quarterly figures"]));
+    let read = reader.extract(&pool, &tenant, kind("f.pdf"), pdf, None, &options).await.expect("handed over");
+    let read = read.expect("not refused");
+    assert_eq!((read.text, read.unreadable.as_deref()), (None, Some("the extract function could not be invoked")));
+    let tiff = bytes::Bytes::from(fixtures::tiff(&[(10, 10)]));
+    let refused = reader.extract(&pool, &tenant, kind("f.tiff"), tiff, None, &options).await.expect("handed over");
+    assert_eq!(refused.expect_err("refused").code, sluice_formats::RefusalCode::UndecodableImage);
+}

@@ -16,7 +16,7 @@ pub mod protocol;
 
 use base64::Engine;
 use bytes::Bytes;
-use protocol::{INLINE_INPUT_MAX_BYTES, Input, PresignedPut, Request, Response};
+use protocol::{INLINE_ANSWER_MAX_BYTES, INLINE_INPUT_MAX_BYTES, Input, PresignedPut, Request, Response};
 use sluice_blob::{Blob, BlobError};
 use sluice_domain::{BlockingPool, FileContent};
 use sluice_formats::{ExtractOptions, Extraction, FileKind, Refusal};
@@ -171,16 +171,20 @@ impl ExtractFunction {
             };
             Input::Presigned { url: self.blob.presign_download(&key, "input", limit).await?, size }
         };
-        let answer_key = format!("extract/{job}.json");
-        let upload = self.blob.presign_json_upload(&answer_key, limit).await?;
-        let request = Request {
-            extension: kind.extension.to_owned(),
-            options: *options,
-            input,
-            answer_upload: Some(PresignedPut { url: upload.url, headers: upload.headers }),
+        // A place for the answer only where it may outgrow Lambda's response (a chat file's
+        // never does): presigning it and deleting it after are round trips a read can spare.
+        let answer_key = (sluice_isolate::reply_cap(options) > INLINE_ANSWER_MAX_BYTES as u64)
+            .then(|| format!("extract/{job}.json"));
+        let answer_upload = match &answer_key {
+            Some(key) => {
+                let upload = self.blob.presign_json_upload(key, limit).await?;
+                scratch.push(key.clone());
+                Some(PresignedPut { url: upload.url, headers: upload.headers })
+            }
+            None => None,
         };
-        let outcome = self.invoke(tenant, &request, &answer_key, limit).await;
-        scratch.push(answer_key);
+        let request = Request { extension: kind.extension.to_owned(), options: *options, input, answer_upload };
+        let outcome = self.invoke(tenant, &request, answer_key.as_deref(), limit).await;
         for key in scratch {
             // An object left by a failed delete is removed by the sweep (no row names it).
             let _ = self.blob.delete(&key).await;
@@ -199,7 +203,7 @@ impl ExtractFunction {
         &self,
         tenant: &Tenant,
         request: &Request,
-        answer_key: &str,
+        answer_key: Option<&str>,
         limit: Duration,
     ) -> Result<Result<Extraction, Refusal>, &'static str> {
         let payload =
@@ -230,11 +234,9 @@ impl ExtractFunction {
             .ok_or("the extract function's answer could not be read")?;
         let answer = match answer {
             Response::Stored { bytes } => {
-                let stored = self
-                    .blob
-                    .get(answer_key, bytes)
-                    .await
-                    .map_err(|_| "the extract function's answer was not found")?;
+                let key = answer_key.ok_or("the extract function stored an answer it was given no place for")?;
+                let stored =
+                    self.blob.get(key, bytes).await.map_err(|_| "the extract function's answer was not found")?;
                 serde_json::from_slice(&stored).map_err(|_| "the extract function's answer could not be read")?
             }
             inline => inline,

@@ -168,12 +168,7 @@ impl Extractor {
             .process_group(0)
             .spawn()
             .map_err(IsolateError::Spawn)?;
-        // JSON escapes a character to at most six bytes; images go as base64 (four bytes for
-        // three); the rest is the envelope.
-        let images =
-            options.images.map_or(0, |_| sluice_formats::images::MAX_DOCUMENT_IMAGE_BYTES as u64 / 3 * 4 + (1 << 20));
-        let reply_cap = options.max_chars as u64 * 6 + images + (1 << 20);
-        let ended = supervise(child, &job, bytes, hard_time_limit, reply_cap);
+        let ended = supervise(child, &job, bytes, hard_time_limit, reply_cap(options));
         Ok(answer(kind, ended, hard_time_limit, self.memory_bytes))
     }
 }
@@ -195,6 +190,14 @@ impl Extractor {
         };
         Ok(self.extract(accepted.kind, bytes, options)?.map(|extraction| file_content(&accepted, bytes, extraction)))
     }
+}
+
+/// The most bytes an extraction's answer may take as JSON: JSON escapes a character to at
+/// most six bytes; images go as base64 (four bytes for three); the rest is the envelope.
+pub fn reply_cap(options: &ExtractOptions) -> u64 {
+    let images =
+        options.images.map_or(0, |_| sluice_formats::images::MAX_DOCUMENT_IMAGE_BYTES as u64 / 3 * 4 + (1 << 20));
+    options.max_chars as u64 * 6 + images + (1 << 20)
 }
 
 /// What a chat file's row records of bytes the upload check accepted and their extraction.
