@@ -14,6 +14,7 @@
 //! emptied, so nothing of one job meets the next.
 
 use base64::Engine;
+use serde_json::value::RawValue;
 use sluice_extraction::protocol::{INLINE_ANSWER_MAX_BYTES, Input, PresignedPut};
 pub use sluice_extraction::protocol::{Request, Response};
 use sluice_formats::Refusal;
@@ -95,8 +96,9 @@ pub fn http_client() -> Result<reqwest::Client, reqwest::Error> {
         .build()
 }
 
-/// Serves one job, then sweeps the environment whatever came of it.
-pub async fn handle(state: &State, request: Request) -> Result<Response, ExtractError> {
+/// Serves one job, then sweeps the environment whatever came of it. The answer is JSON
+/// already (its size decided where it goes), handed to the runtime as it is.
+pub async fn handle(state: &State, request: Request) -> Result<Box<RawValue>, ExtractError> {
     let outcome = serve(state, request).await;
     let swept = sluice_isolate::sweep::sweep_environment(state.sweep_user);
     let emptied = state.scratch.as_deref().map_or(0, sluice_isolate::sweep::empty_dir);
@@ -106,7 +108,7 @@ pub async fn handle(state: &State, request: Request) -> Result<Response, Extract
     outcome
 }
 
-async fn serve(state: &State, request: Request) -> Result<Response, ExtractError> {
+async fn serve(state: &State, request: Request) -> Result<Box<RawValue>, ExtractError> {
     let bytes = fetch(&state.http, request.input).await?;
     let (extractor, options, extension) = (state.extractor.clone(), request.options, request.extension);
     let answer =
@@ -153,10 +155,10 @@ async fn deliver(
     http: &reqwest::Client,
     answer: Response,
     upload: Option<&PresignedPut>,
-) -> Result<Response, ExtractError> {
-    let json = serde_json::to_vec(&answer).map_err(|e| ExtractError::Store(e.to_string()))?;
+) -> Result<Box<RawValue>, ExtractError> {
+    let json = serde_json::to_string(&answer).map_err(|e| ExtractError::Store(e.to_string()))?;
     if json.len() <= INLINE_ANSWER_MAX_BYTES {
-        return Ok(answer);
+        return RawValue::from_string(json).map_err(|e| ExtractError::Store(e.to_string()));
     }
     let Some(upload) = upload else { return Err(ExtractError::AnswerTooLarge(json.len())) };
     let bytes = json.len() as u64;
@@ -168,5 +170,5 @@ async fn deliver(
     if !stored.status().is_success() {
         return Err(ExtractError::Store(format!("status {}", stored.status())));
     }
-    Ok(Response::Stored { bytes })
+    serde_json::value::to_raw_value(&Response::Stored { bytes }).map_err(|e| ExtractError::Store(e.to_string()))
 }

@@ -173,25 +173,6 @@ impl Extractor {
     }
 }
 
-impl Extractor {
-    /// The whole upload check on a file's bytes: name and declared type against the
-    /// allowlist, the sniffed type, then extraction in a worker. The inner `Err` refuses
-    /// the file; `Ok` is the content its row records.
-    pub fn inspect(
-        &self,
-        filename: &str,
-        declared_mime: Option<&str>,
-        bytes: &[u8],
-        options: &ExtractOptions,
-    ) -> Result<Result<FileContent, Refusal>, IsolateError> {
-        let accepted = match sluice_formats::check_upload(filename, declared_mime, bytes) {
-            Ok(accepted) => accepted,
-            Err(refusal) => return Ok(Err(refusal)),
-        };
-        Ok(self.extract(accepted.kind, bytes, options)?.map(|extraction| file_content(&accepted, bytes, extraction)))
-    }
-}
-
 /// The most bytes an extraction's answer may take as JSON: JSON escapes a character to at
 /// most six bytes; images go as base64 (four bytes for three); the rest is the envelope.
 pub fn reply_cap(options: &ExtractOptions) -> u64 {

@@ -28,12 +28,13 @@ pub fn sweep_environment(user_is_ours: bool) -> usize {
     let me = std::process::id() as i32;
     let uid = nix::unistd::getuid().as_raw();
     let processes = list_processes();
-    let doomed = doomed(&processes, me, uid, user_is_ours);
-    for pid in &doomed {
-        let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
-    }
+    let killed = kill_all(doomed(&processes, me, uid, user_is_ours));
     reap();
-    doomed.len()
+    killed
+}
+
+fn kill_all(pids: impl IntoIterator<Item = i32>) -> usize {
+    pids.into_iter().map(|pid| kill(Pid::from_raw(pid), Signal::SIGKILL)).count()
 }
 
 /// The processes a sweep kills: the descendants of `me`, and (when the user is ours and is
@@ -67,11 +68,7 @@ pub fn kill_processes_of(uid: u32) -> usize {
     if uid == 0 {
         return 0;
     }
-    let doomed: Vec<i32> = list_processes().into_iter().filter(|p| p.uid == uid).map(|p| p.pid).collect();
-    for pid in &doomed {
-        let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
-    }
-    doomed.len()
+    kill_all(list_processes().into_iter().filter(|p| p.uid == uid).map(|p| p.pid))
 }
 
 fn list_processes() -> Vec<Process> {
