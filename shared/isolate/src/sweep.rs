@@ -34,7 +34,12 @@ pub fn sweep_environment(user_is_ours: bool) -> usize {
 }
 
 fn kill_all(pids: impl IntoIterator<Item = i32>) -> usize {
-    pids.into_iter().map(|pid| kill(Pid::from_raw(pid), Signal::SIGKILL)).count()
+    let mut killed = 0;
+    for pid in pids {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        killed += 1;
+    }
+    killed
 }
 
 /// The processes a sweep kills: the descendants of `me`, and (when the user is ours and is
