@@ -111,7 +111,7 @@ async fn a_rogue_parser_in_one_tenants_environment_reaches_nothing_of_another_te
 }
 
 #[tokio::test]
-async fn an_invocation_without_a_tenant_is_refused_as_lambda_refuses_it() {
+async fn an_invocation_without_a_tenant_or_over_the_payload_limit_is_refused_as_lambda_refuses_it() {
     let function = Arc::new(ExtractFunction::new("sluice-extract", built("sluice-extract"), 8));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port");
     let address = listener.local_addr().expect("address");
@@ -130,4 +130,14 @@ async fn an_invocation_without_a_tenant_is_refused_as_lambda_refuses_it() {
         .await
         .expect("answer");
     assert_eq!(unknown.status(), 404);
+    // Lambda's 6 MB request limit, before any environment starts.
+    let too_large = client
+        .post(&url)
+        .header("x-amz-tenant-id", "org-a")
+        .body(vec![b' '; sluice_local::lambda::MAX_PAYLOAD_BYTES + 1])
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(too_large.status(), 413);
+    assert_eq!(too_large.headers()["x-amzn-errortype"], "RequestTooLargeException");
 }

@@ -24,6 +24,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use serde_json::json;
 use std::collections::{BTreeSet, HashMap};
 use std::convert::Infallible;
 use std::ffi::OsString;
@@ -52,6 +53,8 @@ const PASSED: &[&str] = &[
     "SLUICE_PARSE_MAX_MEMORY_MB",
     "RUST_LOG",
 ];
+/// Lambda's limit on a synchronous invocation's request and its response, each.
+pub const MAX_PAYLOAD_BYTES: usize = 6 * 1024 * 1024;
 /// Environments that may exist at once (each its own user, where this runner is root).
 const MAX_ENVIRONMENTS: u32 = 128;
 
@@ -377,7 +380,7 @@ async fn answer(function: &ExtractFunction, request: Request<Incoming>) -> Respo
         Err(_) => return refusal(StatusCode::BAD_REQUEST, "InvalidRequestContentException", "unreadable body"),
     };
     // Lambda's synchronous request payload limit.
-    if body.len() > 6 * 1024 * 1024 {
+    if body.len() > MAX_PAYLOAD_BYTES {
         return refusal(
             StatusCode::PAYLOAD_TOO_LARGE,
             "RequestTooLargeException",
@@ -391,8 +394,18 @@ async fn answer(function: &ExtractFunction, request: Request<Incoming>) -> Respo
             "Could not parse request body into json",
         );
     };
-    let mut response = match function.invoke(&tenant, event).await {
-        Ok(answer) => reply(StatusCode::OK, answer.to_string()),
+    // Lambda's synchronous response payload limit: a larger answer is the function's error.
+    let answered = function.invoke(&tenant, event).await.map(|answer| answer.to_string()).and_then(|answer| {
+        if answer.len() > MAX_PAYLOAD_BYTES {
+            let message =
+                format!("Response payload size ({} bytes) exceeded maximum allowed payload size", answer.len());
+            Err(json!({"errorType": "Function.ResponseSizeTooLarge", "errorMessage": message}).to_string())
+        } else {
+            Ok(answer)
+        }
+    });
+    let mut response = match answered {
+        Ok(answer) => reply(StatusCode::OK, answer),
         Err(error) => {
             let mut response = reply(StatusCode::OK, error);
             response.headers_mut().insert("x-amz-function-error", hyper::header::HeaderValue::from_static("Unhandled"));
