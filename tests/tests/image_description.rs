@@ -1,8 +1,8 @@
 //! Images described by a collection's vision model, on the running stack, against a
 //! **stand-in** vision provider the test starts (`sluice_e2e::vision_stand_in`): it proves
-//! what Sluice sends — the model, each image once as a data URL, the organization's key from
-//! the vault, nothing for an icon — and what it does with each answer, refusal and 429, never
-//! the quality of a description.
+//! what Sluice sends — the model, each image once as a data URL, no key to an endpoint that
+//! was given none (and never the organization's provider keys), nothing for an icon — and
+//! what it does with each answer, refusal and 429, never the quality of a description.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -14,8 +14,8 @@ use uuid::Uuid;
 const KEY: &str = "sk-vision-test-key";
 const MODEL: &str = "gpt-4o-mini";
 
-/// An organization's editor, its key in the vault and the stand-in registered as its
-/// endpoint: what a base's `image_description` names.
+/// An organization's editor, its OpenAI key in the vault and the stand-in registered as its
+/// endpoint (plain `http`, so keyless): what a base's `image_description` names.
 struct Org {
     user: User,
     secret_id: String,
@@ -43,7 +43,7 @@ async fn org(stack: &Stack, prefix: &str) -> Org {
 
 impl Org {
     fn describing(&self) -> Value {
-        json!({"enabled": true, "endpoint_id": self.endpoint_id, "model": MODEL, "secret_id": self.secret_id})
+        json!({"enabled": true, "endpoint_id": self.endpoint_id, "model": MODEL})
     }
 
     /// A new base describing its images (or not, with `description` null); its id.
@@ -100,7 +100,7 @@ async fn a_chart_is_described_in_place_found_by_its_description_and_described_on
     assert_eq!(org.stand_in.violations(), Vec::<String>::new());
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(seen[0].model, MODEL);
-    assert_eq!(seen[0].authorization.as_deref(), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(seen[0].authorization, None, "an endpoint given no key is sent none");
     assert_eq!((seen[0].media_type.as_str(), seen[0].width, seen[0].height), ("image/png", 300, 150));
     assert_eq!(seen[0].token_limit_field, "max_tokens", "an endpoint is not OpenAI's own API");
 
@@ -210,6 +210,12 @@ async fn a_setting_lends_only_what_the_caller_may_and_names_a_vision_model() {
             json!({"enabled": true, "endpoint_id": org.endpoint_id, "model": MODEL, "secret_id": outsider.secret_id}),
             "secret_id",
         ),
+        // The organization's own OpenAI key, to the member's endpoint: a key goes only to the
+        // provider it was stored for.
+        (
+            json!({"enabled": true, "endpoint_id": org.endpoint_id, "model": MODEL, "secret_id": org.secret_id}),
+            "secret_id",
+        ),
         (json!({"enabled": true, "endpoint_id": outsider.endpoint_id, "model": MODEL}), "endpoint_id"),
         (json!({"enabled": true, "endpoint_id": org.endpoint_id, "model": MODEL, "max_images": 0}), "max_images"),
     ];
@@ -241,4 +247,95 @@ async fn a_setting_lends_only_what_the_caller_may_and_names_a_vision_model() {
         .expect("count")
         .get(0);
     assert_eq!(rows, 0, "nothing left behind");
+}
+
+#[tokio::test]
+async fn an_organizations_key_goes_only_to_the_provider_it_was_stored_for_and_only_over_https() {
+    let stack = Stack::from_env().await;
+    let org = org(&stack, "A chart nobody should see").await;
+    let kb = org.base(&stack, Value::Null).await;
+    let kb_id: Uuid = kb.parse().expect("uuid");
+    let field_of = |answer: &Value| {
+        answer["error"]["details"]["fields"].as_object().map(|f| f.keys().cloned().collect::<Vec<_>>())
+    };
+
+    // The exploit: the organization's OpenAI key pointed at the member's own endpoint.
+    let exploit = json!({"enabled": true, "endpoint_id": org.endpoint_id, "model": MODEL, "secret_id": org.secret_id});
+    let body = json!({"ingestion_config": {"image_description": exploit}});
+    let (status, refused) = stack.call_json(&org.user, Method::PATCH, &format!("/kb/{kb}"), Some(body)).await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(field_of(&refused), Some(vec!["ingestion_config.image_description.secret_id".to_owned()]));
+    assert!(refused.to_string().contains("a key goes only to its own provider"), "{refused}");
+
+    // A setting that holds it anyway (stored before the rule was kept) sends nothing.
+    let db = stack.db().await;
+    let update = "UPDATE knowledge_bases SET ingestion_config = jsonb_set(coalesce(ingestion_config, '{}'), \
+                  '{image_description}', $2) WHERE id = $1";
+    db.execute(update, &[&kb_id, &exploit]).await.expect("the old setting");
+    let (document, text) = org.indexed(&stack, &kb, "report.pdf", &report("The chart is below.")).await;
+    assert_eq!(document["status"], "done", "{document}");
+    assert!(document["images"]["skipped_reasons"]["no_usable_key"].as_u64() >= Some(1), "{document}");
+    assert!(!text.contains("![Image"), "{text}");
+    assert!(org.stand_in.seen().is_empty(), "the stand-in endpoint was sent {:?}", org.stand_in.seen());
+
+    // A key stored for an endpoint is accepted only for an https one.
+    let stored = |provider: String| {
+        json!({"name": "endpoint key", "kind": "api_key", "provider": provider,
+        "value": "sk-endpoint-own", "visibility": "org"})
+    };
+    let (status, refused) = stack
+        .call_json(&org.user, Method::POST, "/secrets", Some(stored(format!("endpoint:{}", org.endpoint_id))))
+        .await;
+    assert_eq!((status, field_of(&refused)), (400, Some(vec!["provider".to_owned()])), "{refused}");
+    let https = json!({"name": format!("tls {}", Uuid::new_v4().simple()), "provider": "local",
+        "base_url": "https://127.0.0.1:9/v1", "scope": "org"});
+    let (status, endpoint) = stack.call_json(&org.user, Method::POST, "/embedding-endpoints", Some(https)).await;
+    assert_eq!(status, 201, "{endpoint}");
+    let endpoint_id = endpoint["id"].as_str().expect("id").to_owned();
+    let (status, key) =
+        stack.call_json(&org.user, Method::POST, "/secrets", Some(stored(format!("endpoint:{endpoint_id}")))).await;
+    assert_eq!(status, 201, "{key}");
+    assert_eq!(key["provider"], format!("endpoint:{endpoint_id}"));
+    let own = json!({"enabled": true, "endpoint_id": endpoint_id, "model": MODEL, "secret_id": key["id"]});
+    let body = json!({"ingestion_config": {"image_description": own}});
+    let (status, base) = stack.call_json(&org.user, Method::PATCH, &format!("/kb/{kb}"), Some(body)).await;
+    assert_eq!(status, 200, "{base}");
+
+    // Its key is never sent in the clear: the endpoint moved to plain http describes nothing.
+    let endpoint_uuid: Uuid = endpoint_id.parse().expect("uuid");
+    let moved = org.stand_in.base_url.clone();
+    db.execute("UPDATE embedding_endpoints SET base_url = $2 WHERE id = $1", &[&endpoint_uuid, &moved])
+        .await
+        .expect("moved");
+    let (document, _) = org.indexed(&stack, &kb, "again.pdf", &report("The chart, again.")).await;
+    assert_eq!(document["status"], "done", "{document}");
+    assert!(document["images"]["skipped_reasons"]["key_needs_https"].as_u64() >= Some(1), "{document}");
+    assert!(org.stand_in.seen().is_empty(), "the key travelled in the clear: {:?}", org.stand_in.seen());
+}
+
+#[tokio::test]
+async fn a_description_is_reused_only_where_the_same_address_and_model_describe() {
+    let stack = Stack::from_env().await;
+    let org = org(&stack, "The first endpoint's words").await;
+    let kb = org.base(&stack, org.describing()).await;
+    let (first, text) = org.indexed(&stack, &kb, "report.pdf", &report("The chart is below.")).await;
+    assert_eq!(first["images"]["described"], 1, "{first}");
+    let planted = org.stand_in.description_of(&org.stand_in.seen()[0]);
+    assert!(text.contains(&planted), "{text}");
+
+    // The base moved to another endpoint, same model: the same chart is asked of it again.
+    let other = VisionStandIn::start("The second endpoint's words").await;
+    let endpoint = json!({"name": format!("vision {}", Uuid::new_v4().simple()), "provider": "local",
+        "base_url": other.base_url, "scope": "org"});
+    let (status, endpoint) = stack.call_json(&org.user, Method::POST, "/embedding-endpoints", Some(endpoint)).await;
+    assert_eq!(status, 201, "{endpoint}");
+    let moved = json!({"enabled": true, "endpoint_id": endpoint["id"], "model": MODEL});
+    let body = json!({"ingestion_config": {"image_description": moved}});
+    let (status, base) = stack.call_json(&org.user, Method::PATCH, &format!("/kb/{kb}"), Some(body)).await;
+    assert_eq!(status, 200, "{base}");
+    let (second, text) = org.indexed(&stack, &kb, "again.pdf", &report("The chart is below.")).await;
+    assert_eq!(second["images"]["described"], 1, "{second}");
+    assert_eq!(other.seen().len(), 1, "the second endpoint was asked");
+    assert!(!text.contains(&planted), "the first endpoint's description was reused: {text}");
+    assert!(text.contains(&other.description_of(&other.seen()[0])), "{text}");
 }

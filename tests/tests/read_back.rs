@@ -171,3 +171,35 @@ async fn landed_bytes_not_yet_judged_are_never_handed_out() {
     let (status, _) = stack.call(&owner, Method::GET, &path, None).await;
     assert_eq!(status, 302);
 }
+
+#[tokio::test]
+async fn a_document_whose_file_the_reader_refused_is_not_handed_out() {
+    let stack = Stack::from_env().await;
+    let owner = User::new();
+    let kb = local_base(&stack, &owner).await;
+    // An Office file with an entity declaration: its name, type and magic pass where it lands;
+    // the reader refuses it.
+    let bomb = sluice_formats::fixtures::zip(&[
+        ("[Content_Types].xml", "<Types/>"),
+        (
+            "word/document.xml",
+            "<!DOCTYPE d [<!ENTITY a \"aaaa\">]><w:document><w:body><w:p><w:r><w:t>&a;</w:t></w:r></w:p></w:body></w:document>",
+        ),
+    ]);
+    let mime = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
+    let body = json!({"filename": "bomb.docx", "size": bomb.len(), "mime_type": mime});
+    let (status, intent) =
+        stack.call_json(&owner, Method::POST, &format!("/kb/{kb}/documents/uploads"), Some(body)).await;
+    assert_eq!(status, 201, "{intent}");
+    assert_eq!(stack.put_presigned(&intent, bomb).await, 200);
+    let id = intent["tracking_id"].as_str().expect("id").to_owned();
+    sluice_e2e::eventually("the refused document fails", std::time::Duration::from_secs(60), async || {
+        let (_, document) = stack.call_json(&owner, Method::GET, &format!("/rag/documents/{id}"), None).await;
+        document["status"] == "error"
+    })
+    .await;
+    let (_, document) = stack.call_json(&owner, Method::GET, &format!("/rag/documents/{id}"), None).await;
+    assert!(document["error_message"].as_str().expect("message").starts_with("parse: "), "{document}");
+    let (status, file) = stack.call_json(&owner, Method::GET, &format!("/rag/documents/{id}/file"), None).await;
+    assert_eq!((status, file["error"]["message"].as_str()), (404, Some("Document file not found")), "{file}");
+}

@@ -45,14 +45,39 @@ fn view(meta: SecretMeta) -> SecretView {
     }
 }
 
-/// An API key: for an embedding provider of the catalog, or for LlamaParse (a collection's
-/// cloud parser); and the key.
-fn api_key(body: &serde_json::Map<String, serde_json::Value>) -> Result<(String, String), KnowledgeError> {
+/// An API key: for an embedding provider of the catalog, for LlamaParse (a collection's
+/// cloud parser), or for one registered endpoint (`endpoint:<id>`: one the caller's
+/// organization may name, at an `https` address, since a key never travels in the clear);
+/// and the key.
+async fn api_key(
+    state: &State,
+    caller: &Caller,
+    body: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(String, String), KnowledgeError> {
     let provider = fields::required_text(body, "provider")?;
     match catalog::provider(&provider) {
         None if provider == "llamaparse" => {}
+        None if provider.starts_with("endpoint:") => {
+            let id = sluice_domain::vision::endpoint_of_key_provider(&provider);
+            let endpoint = match id {
+                Some(id) => state.db.embedding_endpoint(id).await?,
+                None => None,
+            };
+            let Some(endpoint) = endpoint.filter(|e| e.org_id.is_none() || e.org_id == caller.org_id) else {
+                return Err(invalid(
+                    "provider",
+                    format!("{provider:?} names no endpoint registered for your organization"),
+                ));
+            };
+            if !sluice_vision::target::is_https(&endpoint.base_url) {
+                return Err(invalid("provider", "a key is sent only over https, and this endpoint's address is not"));
+            }
+        }
         None => {
-            return Err(invalid("provider", format!("{provider:?} is not in the embedding catalog, nor llamaparse")));
+            return Err(invalid(
+                "provider",
+                format!("{provider:?} is not in the embedding catalog, nor llamaparse, nor endpoint:<id>"),
+            ));
         }
         Some(p) if p.keyless => return Err(invalid("provider", format!("{provider} is keyless and takes no key"))),
         Some(_) => {}
@@ -90,7 +115,7 @@ pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result
     let name = fields::required_text(&body, "name")?;
     let kind = fields::required_text(&body, "kind")?;
     let (provider, value) = match kind.as_str() {
-        "api_key" => api_key(&body)?,
+        "api_key" => api_key(state, caller, &body).await?,
         "aws_credentials" => access_keys(&body)?,
         _ => return Err(invalid("kind", "kind must be api_key or aws_credentials")),
     };

@@ -190,6 +190,8 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
         match extracted {
             Ok(extraction) => extraction,
             Err(refusal) => {
+                // A file the reader refused (an unsafe archive, say) is never handed out.
+                state.db.mark_bytes_refused(document.id).await?;
                 let advice = format!("{}; upload a file that is what its name says", refusal.message);
                 return fail(state, document, refusal.code.as_str(), &advice).await;
             }

@@ -50,14 +50,19 @@ pub(crate) async fn describe(
                         count(&mut reasons, error.reason(), 1);
                         continue;
                     }
-                    let description = match described_before(state, document, setting, image).await? {
+                    let description = match described_before(state, document, &target, image).await? {
                         Some(description) => Ok(description),
                         None => {
                             let described = sluice_vision::describe(&client, &target, image, deadline).await;
                             if let (Ok(description), Some(kb_id)) = (&described, document.kb_id) {
                                 state
                                     .db
-                                    .keep_image_description(kb_id, &image.sha256, &setting.model, description)
+                                    .keep_image_description(
+                                        kb_id,
+                                        &image.sha256,
+                                        (&target.base_url, &target.model),
+                                        description,
+                                    )
                                     .await?;
                             }
                             described
@@ -102,13 +107,14 @@ fn count(reasons: &mut BTreeMap<String, u32>, reason: &str, n: u32) {
     *reasons.entry(reason.to_owned()).or_default() += n;
 }
 
-/// The collection's description of the same bytes by the same model, if it has one.
+/// The collection's description of the same bytes by the same model at the same address, if
+/// it has one.
 async fn described_before(
     state: &State,
     document: &Document,
-    setting: &ImageDescription,
+    target: &sluice_vision::VisionTarget,
     image: &FoundImage,
 ) -> Result<Option<String>, ParseError> {
     let Some(kb_id) = document.kb_id else { return Ok(None) };
-    Ok(state.db.image_description(kb_id, &image.sha256, &setting.model).await?)
+    Ok(state.db.image_description(kb_id, &image.sha256, &target.base_url, &target.model).await?)
 }

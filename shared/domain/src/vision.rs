@@ -2,8 +2,11 @@
 //! image_description`): which providers and models the catalog knows
 //! (`catalog/vision-models.json`), and the setting's shape. A provider is reached at its own
 //! address with a key from the organization's vault; an organization's registered endpoint
-//! (`endpoint_id`) at its address, with a key when it needs one. There is no deployment-wide
-//! key: a collection that describes images spends its organization's money.
+//! (`endpoint_id`) at its address, with a key when it needs one — a key stored for that
+//! endpoint (provider `endpoint:<id>`), sent only over `https`. A key goes only to the
+//! provider it was stored for: an OpenAI or LlamaParse key is never sent to an address a
+//! member registered. There is no deployment-wide key: a collection that describes images
+//! spends its organization's money.
 //!
 //! Whether the key and the endpoint are the caller's to lend is asked where the database
 //! is (the knowledge and upload functions); this module judges the shape alone.
@@ -61,6 +64,18 @@ pub fn known_blind(provider_id: Option<&str>, model: &str) -> bool {
         .flat_map(|p| &p.models)
         .any(|m| m.model == model && !m.vision)
 }
+
+/// The provider a key stored for the registered endpoint `id` is stored under.
+pub fn endpoint_key_provider(id: Uuid) -> String {
+    format!("{ENDPOINT_KEY_PREFIX}{id}")
+}
+
+/// The endpoint a key's `provider` names, when it is an endpoint's key.
+pub fn endpoint_of_key_provider(provider: &str) -> Option<Uuid> {
+    provider.strip_prefix(ENDPOINT_KEY_PREFIX).and_then(|id| Uuid::parse_str(id).ok())
+}
+
+const ENDPOINT_KEY_PREFIX: &str = "endpoint:";
 
 /// A collection's image description setting, complete and valid.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -186,6 +201,12 @@ impl ImageDescription {
             return Err(("secret_id", "a provider needs an API key from your organization's vault".to_owned()));
         }
         Ok(())
+    }
+
+    /// The provider its key must have been stored for: its catalog provider's, or its
+    /// endpoint's own.
+    pub fn key_provider(&self) -> Option<String> {
+        self.provider.clone().or(self.endpoint_id.map(endpoint_key_provider))
     }
 
     /// The setting when it is on.

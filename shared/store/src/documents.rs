@@ -426,6 +426,13 @@ impl Db {
         Ok(row.as_ref().map(document))
     }
 
+    /// The document's bytes were refused by the reader: `/file` serves only what was accepted.
+    pub async fn mark_bytes_refused(&self, id: Uuid) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client.execute("UPDATE rag_documents SET bytes_judged = false WHERE id = $1", &[&id]).await?;
+        Ok(())
+    }
+
     /// The landed bytes of a presigned document passed the upload check: from now on its
     /// original may be handed out.
     pub async fn mark_bytes_judged(&self, id: Uuid) -> Result<(), StoreError> {
@@ -539,18 +546,21 @@ impl Db {
         Ok(())
     }
 
-    /// The description of an image (its bytes' SHA-256) a collection already has from `model`.
+    /// The description of an image (its bytes' SHA-256) a collection already has from `model`
+    /// at the address `target`: never one another address wrote.
     pub async fn image_description(
         &self,
         kb_id: Uuid,
         sha256: &str,
+        target: &str,
         model: &str,
     ) -> Result<Option<String>, StoreError> {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                "SELECT description FROM rag_image_descriptions WHERE kb_id = $1 AND image_sha256 = $2 AND model = $3",
-                &[&kb_id, &sha256, &model],
+                "SELECT description FROM rag_image_descriptions \
+                 WHERE kb_id = $1 AND image_sha256 = $2 AND target = $3 AND model = $4",
+                &[&kb_id, &sha256, &target, &model],
             )
             .await?;
         Ok(row.map(|r| r.get(0)))
@@ -562,16 +572,16 @@ impl Db {
         &self,
         kb_id: Uuid,
         sha256: &str,
-        model: &str,
+        (target, model): (&str, &str),
         description: &str,
     ) -> Result<(), StoreError> {
         let client = self.client().await?;
         client
             .execute(
-                "INSERT INTO rag_image_descriptions (kb_id, image_sha256, model, description) \
-                 SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM knowledge_bases WHERE id = $1) \
+                "INSERT INTO rag_image_descriptions (kb_id, image_sha256, target, model, description) \
+                 SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM knowledge_bases WHERE id = $1) \
                  ON CONFLICT DO NOTHING",
-                &[&kb_id, &sha256, &model, &description],
+                &[&kb_id, &sha256, &target, &model, &description],
             )
             .await?;
         Ok(())

@@ -30,6 +30,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (19, "output_format", include_str!("../migrations/0019_output_format.sql")),
     (20, "providers", include_str!("../migrations/0020_providers.sql")),
     (21, "reparse_pending", include_str!("../migrations/0021_reparse_pending.sql")),
+    (22, "descriptions_by_target", include_str!("../migrations/0022_descriptions_by_target.sql")),
 ];
 
 /// The schema version this build's code is written against.

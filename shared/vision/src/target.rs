@@ -20,9 +20,9 @@ fn refused(field: &str, why: impl Into<String>) -> Refused {
 }
 
 /// Checks what a setting lends, for something of `org`: its key is one `caller` may see,
-/// of that organization, an API key (for the provider it names, when it names one); its
-/// endpoint is the organization's or the deployment's. A key or endpoint the caller may
-/// not use is refused exactly as a missing one.
+/// of that organization, an API key stored for the provider or the endpoint it names; its
+/// endpoint is the organization's or the deployment's, and one given a key is reached over
+/// `https`. A key or endpoint the caller may not use is refused exactly as a missing one.
 pub async fn check_lendable(
     db: &Db,
     caller: &Caller,
@@ -30,18 +30,22 @@ pub async fn check_lendable(
     setting: &ImageDescription,
 ) -> Result<Result<(), Refused>, StoreError> {
     if let Some(secret_id) = setting.secret_id {
-        let provider = setting.provider.as_deref();
-        if let Err(why) = sluice_embed::credentials::lendable_api_key(db, caller, org, secret_id, provider).await? {
+        let provider = setting.key_provider();
+        let lendable = sluice_embed::credentials::lendable_api_key(db, caller, org, secret_id, provider.as_deref());
+        if let Err(why) = lendable.await? {
             return Ok(Err(refused("secret_id", why)));
         }
     }
     if let Some(endpoint_id) = setting.endpoint_id {
-        let usable = db.embedding_endpoint(endpoint_id).await?.is_some_and(|e| e.org_id.is_none() || e.org_id == org);
-        if !usable {
+        let endpoint = db.embedding_endpoint(endpoint_id).await?.filter(|e| e.org_id.is_none() || e.org_id == org);
+        let Some(endpoint) = endpoint else {
             return Ok(Err(refused(
                 "endpoint_id",
                 format!("no endpoint {endpoint_id} is registered for this organization"),
             )));
+        };
+        if setting.secret_id.is_some() && !is_https(&endpoint.base_url) {
+            return Ok(Err(refused("secret_id", "a key is sent only over https, and this endpoint is not")));
         }
     }
     Ok(Ok(()))
@@ -71,11 +75,18 @@ pub async fn check_requested(
     }
 }
 
-/// Why a setting that is on describes nothing now: its key or endpoint is gone.
+/// Whether `url` is reached over TLS: the only way a key leaves for an endpoint.
+pub fn is_https(url: &str) -> bool {
+    url.get(..8).is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+}
+
+/// Why a setting that is on describes nothing now: its key or endpoint is gone, or its key
+/// would travel in the clear.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unusable {
     NoKey,
     NoEndpoint,
+    KeyInTheClear,
 }
 
 impl Unusable {
@@ -84,11 +95,14 @@ impl Unusable {
         match self {
             Self::NoKey => "no_usable_key",
             Self::NoEndpoint => "no_endpoint",
+            Self::KeyInTheClear => "key_needs_https",
         }
     }
 }
 
-/// Where `setting` (on, for a document of `org`) describes, with its key opened.
+/// Where `setting` (on, for a document of `org`) describes, with its key opened: only a key
+/// stored for its provider or endpoint, and only to an `https` address (a setting stored
+/// before these rules were kept describes nothing rather than send a key elsewhere).
 pub async fn target_for(
     db: &Db,
     vault: &Vault,
@@ -96,7 +110,7 @@ pub async fn target_for(
     setting: &ImageDescription,
 ) -> Result<Result<VisionTarget, Unusable>, ResolveError> {
     let api_key = match setting.secret_id {
-        Some(secret_id) => match open_api_key(db, vault, org, secret_id, setting.provider.as_deref()).await? {
+        Some(secret_id) => match open_api_key(db, vault, org, secret_id, setting.key_provider().as_deref()).await? {
             Some(key) => Some(key),
             None => return Ok(Err(Unusable::NoKey)),
         },
@@ -115,6 +129,9 @@ pub async fn target_for(
     };
     if setting.provider.is_some() && api_key.is_none() {
         return Ok(Err(Unusable::NoKey));
+    }
+    if api_key.is_some() && !is_https(&base_url) {
+        return Ok(Err(Unusable::KeyInTheClear));
     }
     Ok(Ok(VisionTarget { base_url, model: setting.model.clone(), api_key, openai }))
 }
