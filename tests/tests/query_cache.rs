@@ -54,3 +54,22 @@ async fn a_repeated_query_is_embedded_once_per_tenant() {
     vector_search(&stack, &door, &users[0], &bases[0], "who pilots the ferry").await;
     assert_eq!(cache.counts(), (1, 4));
 }
+
+#[tokio::test]
+async fn an_app_bases_queries_are_kept_per_asking_organization() {
+    let stack = Stack::from_env().await;
+    let (door, cache) = door(&stack).await;
+    let admin = User::with(None, &[], true);
+    let body = json!({"name": "Handbook", "scope": "app", "embedding_provider": "local", "embedding_model": "all-minilm-l6-v2"});
+    let (status, base) = stack.call_json(&admin, reqwest::Method::POST, "/kb", Some(body)).await;
+    assert_eq!(status, 201, "{base}");
+    let kb = base["id"].as_str().expect("id").to_owned();
+    let (first, second) = (User::with(Some(Uuid::new_v4()), &[], false), User::with(Some(Uuid::new_v4()), &[], false));
+    let question = "may a contractor sign the harbour permit";
+    vector_search(&stack, &door, &first, &kb, question).await;
+    // The base is every organization's, but what one of them asked is not the other's.
+    vector_search(&stack, &door, &second, &kb, question).await;
+    assert_eq!(cache.counts(), (0, 2), "the second organization found the first one's question");
+    vector_search(&stack, &door, &first, &kb, question).await;
+    assert_eq!(cache.counts(), (1, 3), "the first organization finds its own");
+}

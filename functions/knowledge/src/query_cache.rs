@@ -1,9 +1,10 @@
 //! Keyless models' query embeddings, kept per sandbox: a repeated search (the same question
 //! asked again, a page of results fetched twice) does not embed its query again.
 //!
-//! An entry is keyed by the tenant (the base's organization, or its owner outside any), the
-//! service and model, and the query's text: a tenant never finds, even by its latency, what
-//! another tenant asked. Only keyless models are cached (the deployment's in-process model or
+//! An entry is keyed by the asking tenant (the caller's organization, or the caller outside
+//! any — never the base's owner, since an app base is every organization's), the service and
+//! model, and the query's text: a tenant never finds, even by its latency, what another
+//! tenant asked. Only keyless models are cached (the deployment's in-process model or
 //! service, an organization's own service): a keyed provider's vectors are that provider's,
 //! and its key's, to answer. The hit rate goes to the log with every lookup.
 
@@ -18,6 +19,11 @@ pub const QUERY_CACHE_ENTRIES: usize = 1024;
 
 /// Who asked, of which service and model, what.
 pub type QueryKey = (Uuid, String, String);
+
+/// The tenant whose entries `caller`'s searches use: its organization, else itself.
+pub fn tenant_of(caller: &sluice_domain::Caller) -> Uuid {
+    caller.org_id.unwrap_or(caller.user_id)
+}
 
 #[derive(Debug)]
 pub struct QueryCache {

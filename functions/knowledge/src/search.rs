@@ -342,14 +342,15 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
     if bases.is_empty() {
         return Err(invalid("collections", "name at least one collection"));
     }
-    let results = search_bases(state, bases, &query).await?;
+    let results = search_bases(state, crate::query_cache::tenant_of(caller), bases, &query).await?;
     Ok(json_response(200, &json!({ "results": results })))
 }
 
-/// The search of `bases` (already resolved for the caller: nothing here decides access):
-/// each hit as `/rag/search` answers it, best first.
+/// The search of `bases` (already resolved for the caller: nothing here decides access) for
+/// `tenant` (whose query cache it uses): each hit as `/rag/search` answers it, best first.
 pub async fn search_bases(
     state: &State,
+    tenant: Uuid,
     bases: Vec<KnowledgeBase>,
     query: &Query,
 ) -> Result<Vec<Value>, KnowledgeError> {
@@ -383,7 +384,7 @@ pub async fn search_bases(
             if mode == Mode::Keyword {
                 return Ok(Vec::new());
             }
-            let embedded = embed_query(state, &group[0], query, deadline).await?;
+            let embedded = embed_query(state, tenant, &group[0], query, deadline).await?;
             let depth = if mode == Mode::Vector { top_k } else { settings.vector_depth.max(top_k) };
             Ok::<_, KnowledgeError>(state.db.search_chunks(name, &scope, filters, &embedded, depth).await?)
         };
@@ -439,6 +440,7 @@ pub async fn search_bases(
 /// provider that cannot embed it now is Sluice's `503`; one that refuses it, a `422`.
 async fn embed_query(
     state: &State,
+    tenant: Uuid,
     base: &KnowledgeBase,
     query: &str,
     deadline: std::time::Instant,
@@ -449,10 +451,9 @@ async fn embed_query(
         Err(refusal) => return Err(KnowledgeError::Unusable { field: "collections", message: refusal }),
     };
     let provider = &base.embedding_provider;
-    // A keyless model's vectors are kept per tenant (see `query_cache`).
-    let cache_key = target.api_key.is_none().then(|| {
-        (base.org_id.unwrap_or(base.owner_id), format!("{} {}", target.base_url, target.model), query.to_owned())
-    });
+    // A keyless model's vectors are kept per asking tenant (see `query_cache`).
+    let cache_key =
+        target.api_key.is_none().then(|| (tenant, format!("{} {}", target.base_url, target.model), query.to_owned()));
     if let Some(vector) = cache_key.as_ref().and_then(|key| state.query_cache.get(key)) {
         return Ok(vector);
     }

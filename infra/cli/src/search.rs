@@ -22,7 +22,9 @@ pub async fn run(kb_id: Uuid, text: String, mode: Mode, explain: bool, top_k: i6
     };
     let state = sluice_knowledge::State::new(config, db, &sdk);
     let query = Query { text, mode, top_k, filters: Default::default(), explain };
-    match search_bases(&state, vec![base], &query).await {
+    // The operator's queries are cached as the base's owner's would be (this process's own cache).
+    let tenant = base.org_id.unwrap_or(base.owner_id);
+    match search_bases(&state, tenant, vec![base], &query).await {
         Ok(results) => {
             println!("{}", serde_json::json!({ "results": results }));
             ExitCode::SUCCESS
