@@ -268,7 +268,8 @@ async fn removal_follows_claims_holds_past_the_threshold_and_never_follows_a_bro
     let actions =
         |entries: Vec<Value>| entries.iter().map(|e| e["action"].as_str().unwrap_or("").to_owned()).collect::<Vec<_>>();
     let wide_audit = store.audit_entries(Uuid::parse_str(&wide).expect("id")).await.expect("audit");
-    assert_eq!(actions(wide_audit), ["sync_source.created", "sync_source.updated"]);
+    // Its prefix narrowed is a move: its credential lent again, and audited as one.
+    assert_eq!(actions(wide_audit), ["sync_source.created", "sync_source.moved"]);
     let narrow_audit = store.audit_entries(Uuid::parse_str(&narrow).expect("id")).await.expect("audit");
     assert_eq!(actions(narrow_audit.clone()), ["sync_source.created", "sync_source.deleted"]);
     assert!(narrow_audit.iter().all(|e| e["credential_id"] == secret.as_str() && e["actor_id"] == user.id.to_string()));
@@ -377,8 +378,13 @@ async fn a_source_refuses_what_it_may_not_decide_and_answers_strangers_as_missin
     assert_eq!(kept["credential"]["external_id"].as_str(), Some(external_id.as_str()));
     let (status, moved) = patch(json!({"credential": {"role_arn": "arn:aws:iam::210987654321:role/other"}})).await;
     assert_eq!(status, 200, "{moved}");
-    let moved_id = moved["credential"]["external_id"].as_str().expect("id");
+    let moved_id = moved["credential"]["external_id"].as_str().expect("id").to_owned();
     assert!(moved_id != external_id && moved_id.starts_with("sluice-"), "{moved}");
+    // The same role pointed at another bucket is a new credential: a new id, and a move audited.
+    let (status, elsewhere) = patch(json!({"config": {"bucket": "finance-docs"}})).await;
+    assert_eq!(status, 200, "{elsewhere}");
+    let elsewhere_id = elsewhere["credential"]["external_id"].as_str().expect("id");
+    assert!(elsewhere_id != moved_id && elsewhere_id.starts_with("sluice-"), "{elsewhere}");
     // A viewer of the base sees which role, never the id its trust policy requires.
     let viewer = User::with(Some(user_org(&stack, &user, &kb).await), &["collections:view"], false);
     let (status, seen) = stack.call_json(&viewer, Method::GET, &format!("/kb/{kb}/sync-sources/{source}"), None).await;
@@ -397,8 +403,9 @@ async fn a_source_refuses_what_it_may_not_decide_and_answers_strangers_as_missin
     assert_eq!((status, fields_of(&refused)), (400, vec!["collection_name".to_owned()]), "{refused}");
     // Who created and changed it, and with which credential, is recorded; the config is not.
     let audit = stack.admin_store().await.audit_entries(Uuid::parse_str(&source).expect("id")).await.expect("audit");
-    assert_eq!(audit.len(), 3, "{audit:?}");
+    assert_eq!(audit.len(), 4, "{audit:?}");
     assert_eq!(audit[0]["action"], "sync_source.created");
+    assert_eq!(audit[3]["action"], "sync_source.moved", "{audit:?}");
     assert_eq!(audit[0]["credential_id"], "arn:aws:iam::210987654321:role/sluice-reader");
     assert!(!audit[0].to_string().contains("team-docs"), "{audit:?}");
 
@@ -679,4 +686,36 @@ async fn a_parse_job_for_a_synced_document_already_parsed_downloads_nothing() {
     let fetched: i32 =
         db.query_one("SELECT fetched FROM sync_logs WHERE id = $1", &[&run_id]).await.expect("log").get(0);
     assert_eq!(fetched, 1, "downloaded again");
+}
+
+#[tokio::test]
+async fn a_key_pair_source_moves_only_for_who_may_lend_its_key_pair_again() {
+    let stack = Stack::from_env().await;
+    let stub = StubProvider::start(vec![StubProvider::sized()], 384).await;
+    let (owner, kb) = editor_and_base(&stack, &stub).await;
+    let secret = key_pair(&stack, &owner).await;
+    let source = new_source(&stack, &owner, &kb, s3_source("team-docs", "handbook/", &secret)).await;
+    let fields_of = |answer: &Value| -> Vec<String> {
+        answer["error"]["details"]["fields"].as_object().map(|f| f.keys().cloned().collect()).unwrap_or_default()
+    };
+    // An editor from another organization, granted edit on the base, cannot see the key pair.
+    let grantee = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let grant = json!({"user_id": grantee.id, "level": "edit"});
+    let (status, granted) = stack.call_json(&owner, Method::POST, &format!("/kb/{kb}/grants"), Some(grant)).await;
+    assert_eq!(status, 201, "{granted}");
+    let path = format!("/kb/{kb}/sync-sources/{source}");
+    // Renaming needs no credential; moving it to another bucket lends the key pair again.
+    let (status, renamed) = stack.call_json(&grantee, Method::PATCH, &path, Some(json!({"name": "Handbook"}))).await;
+    assert_eq!(status, 200, "{renamed}");
+    let moving = json!({"config": {"bucket": "payroll-exports", "prefix": ""}});
+    let (status, refused) = stack.call_json(&grantee, Method::PATCH, &path, Some(moving.clone())).await;
+    assert_eq!((status, fields_of(&refused)), (400, vec!["credential.secret_id".to_owned()]), "{refused}");
+    let (_, kept) = stack.call_json(&owner, Method::GET, &path, None).await;
+    assert_eq!(kept["config"]["bucket"], "team-docs", "{kept}");
+    // Its owner may move it, and the move is audited as one.
+    let (status, moved) = stack.call_json(&owner, Method::PATCH, &path, Some(moving)).await;
+    assert_eq!(status, 200, "{moved}");
+    let audit = stack.admin_store().await.audit_entries(Uuid::parse_str(&source).expect("id")).await.expect("audit");
+    let actions: Vec<&str> = audit.iter().filter_map(|a| a["action"].as_str()).collect();
+    assert_eq!(actions, ["sync_source.created", "sync_source.updated", "sync_source.moved"]);
 }

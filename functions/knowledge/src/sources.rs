@@ -226,6 +226,15 @@ const SOURCE_FIELDS: &[&str] = &[
     "max_removal_percent",
 ];
 
+/// The credential `source` names, as a request would name it (to be judged again).
+fn existing_credential(source: &SyncSource) -> Option<Value> {
+    match (&source.role_arn, source.secret_id) {
+        (Some(role), _) => Some(serde_json::json!({ "role_arn": role })),
+        (None, Some(id)) => Some(serde_json::json!({ "secret_id": id })),
+        (None, None) => None,
+    }
+}
+
 /// Applies a body's fields to `source` (every field optional: the caller fills defaults).
 async fn apply_fields(
     state: &State,
@@ -245,16 +254,25 @@ async fn apply_fields(
         }
         source.name = name;
     }
+    let previous_location = source.location.clone();
     if let Some(config) = body.get("config") {
         source.location = S3Location::from_config(config).map_err(|r| refused(r.field, r.message))?;
     }
-    if let Some(value) = body.get("credential") {
+    // A source moved to another bucket, prefix or region is a credential change: what its
+    // credential was lent to read is not what it reads now.
+    let moved = source.location != previous_location;
+    let named = match body.get("credential") {
+        Some(value) => Some(value.clone()),
+        None if moved => existing_credential(source),
+        None => None,
+    };
+    if let Some(value) = named {
         let previous_role = source.role_arn.clone();
-        (source.role_arn, source.secret_id) = credential(state, caller, base, value).await?;
-        // A new role (or the first) gets a new id: a trust policy written for the old role's
-        // id never carries over to another role.
+        (source.role_arn, source.secret_id) = credential(state, caller, base, &value).await?;
+        // A new role (or the first), or a new place, gets a new id: a trust policy written
+        // for the old id never carries over to another role or another bucket.
         source.external_id = match &source.role_arn {
-            Some(role) if previous_role.as_ref() != Some(role) || source.external_id.is_none() => {
+            Some(role) if moved || previous_role.as_ref() != Some(role) || source.external_id.is_none() => {
                 Some(new_external_id())
             }
             Some(_) => source.external_id.take(),
@@ -383,6 +401,7 @@ pub async fn patch(
     }
     fields::only(&body, SOURCE_FIELDS)?;
     let before = (source.event_driven, source.location.clone(), source.role_arn.clone(), source.secret_id);
+    let moved_from = source.location.clone();
     apply_fields(state, caller, &base, &body, &mut source).await?;
     within_caps(state, &base, &source, false).await?;
     let after = (source.event_driven, source.location.clone(), source.role_arn.clone(), source.secret_id);
@@ -390,7 +409,9 @@ pub async fn patch(
         reachable(state, &source).await?;
     }
     let who = Audit { actor_id: caller.user_id, previous_collection: None };
-    if !state.db.update_sync_source(&source, &who).await? {
+    // A move is audited as one: who pointed the source's credential at what.
+    let action = if source.location != moved_from { "sync_source.moved" } else { "sync_source.updated" };
+    if !state.db.update_sync_source(&source, &who, action).await? {
         return Err(KnowledgeError::Missing("Sync source"));
     }
     let stored = state.db.sync_source(id).await?.ok_or(KnowledgeError::Missing("Sync source"))?;

@@ -554,8 +554,9 @@ impl Db {
         Ok(true)
     }
 
-    /// Saves a changed source with its audit row; `false` when it is gone.
-    pub async fn update_sync_source(&self, source: &SyncSource, who: &Audit) -> Result<bool, StoreError> {
+    /// Saves a changed source with its audit row, `action` (`sync_source.updated`, or
+    /// `sync_source.moved` when its location changed); `false` when it is gone.
+    pub async fn update_sync_source(&self, source: &SyncSource, who: &Audit, action: &str) -> Result<bool, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         let changed = tx
@@ -583,7 +584,7 @@ impl Db {
         if changed == 0 {
             return Ok(false);
         }
-        audit(&tx, "sync_source.updated", who, source).await?;
+        audit(&tx, action, who, source).await?;
         tx.commit().await?;
         Ok(true)
     }
