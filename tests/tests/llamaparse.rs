@@ -106,6 +106,26 @@ async fn a_llamaparse_collection_sends_the_file_once_polls_and_ingests_the_markd
     // One chunk over both pages, cited by LlamaParse's pages.
     assert_eq!(found["results"][0]["metadata"]["pages"], json!([1, 2]), "{found}");
 
+    // Re-indexed to text long after its job: parsed again by a new job, not failed for the
+    // old one's age.
+    let document_id: Uuid = id.parse().expect("uuid");
+    let db = stack.db().await;
+    let aged = "UPDATE rag_documents SET parser_job_started_at = now() - interval '2 hours' WHERE id = $1";
+    assert_eq!(db.execute(aged, &[&document_id]).await.expect("aged"), 1);
+    let patch = json!({"ingestion_config": {"output_format": "text"}});
+    let (status, patched) = stack.call_json(&user, Method::PATCH, &format!("/kb/{kb}"), Some(patch)).await;
+    assert_eq!(status, 200, "{patched}");
+    let (status, started) = stack.call_json(&user, Method::POST, &format!("/kb/{kb}/reindex"), None).await;
+    assert_eq!(status, 202, "{started}");
+    sluice_e2e::eventually("the re-index ends", Duration::from_secs(90), async || {
+        let (_, ingestion) = stack.call_json(&user, Method::GET, &format!("/kb/{kb}/ingestion"), None).await;
+        ingestion["reindexing"].is_null() && ingestion["indexing_status"] == "complete"
+    })
+    .await;
+    let reread = document(&stack, &user, &id).await;
+    assert_eq!(reread["status"], "done", "{reread}");
+    assert_eq!(stand_in.uploads().len(), 2, "the original was sent again for the new format");
+
     // A key LlamaParse refuses: the document fails in Sluice's words.
     let wrong = key(&stack, &user, "llx-revoked").await;
     let (_, created) = base(&stack, &user, json!({"parser": "llamaparse", "llamaparse_secret_id": wrong})).await;

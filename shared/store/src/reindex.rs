@@ -80,6 +80,8 @@ impl Db {
                     "UPDATE rag_documents SET status = 'processing', ingestion_config = $3, reindex_run_id = $2, \
                      error_message = NULL, completed_at = NULL, attempt_started_at = now(), ingest_started_at = NULL, \
                      parse_started_at = CASE WHEN {REPARSE} THEN NULL ELSE parse_started_at END, \
+                     parser_job_id = CASE WHEN {REPARSE} THEN NULL ELSE parser_job_id END, \
+                     parser_job_started_at = CASE WHEN {REPARSE} THEN NULL ELSE parser_job_started_at END, \
                      reparse_pending = {REPARSE}, sync_run_id = NULL \
                      WHERE kb_id = $1 AND status = 'done' AND parsed_path IS NOT NULL \
                      RETURNING id, CASE WHEN {REPARSE} THEN $6 ELSE $7 END AS topic"
