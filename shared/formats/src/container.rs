@@ -64,6 +64,9 @@ pub struct Container<'a> {
     archive: zip::ZipArchive<Cursor<&'a [u8]>>,
     names: Vec<String>,
     limits: ContainerLimits,
+    /// The decompressed bytes handed out so far: a reader that reads a part again (an EPUB
+    /// spine naming one chapter a thousand times) spends the same total as an archive.
+    read_bytes: u64,
 }
 
 impl std::fmt::Debug for Container<'_> {
@@ -99,7 +102,7 @@ impl<'a> Container<'a> {
             Ok(())
         };
         let checked = crate::archive::zip::check(bytes, limits, &mut scan)?;
-        Ok(Self { archive: checked.archive, names: checked.names, limits })
+        Ok(Self { archive: checked.archive, names: checked.names, limits, read_bytes: 0 })
     }
 
     pub fn names(&self) -> &[String] {
@@ -110,15 +113,24 @@ impl<'a> Container<'a> {
         self.names.iter().any(|n| n == name)
     }
 
-    /// A member's bytes (it was checked against the limits when the container opened).
+    /// A member's bytes (it was checked against the limits when the container opened); every
+    /// read counts against the archive's total, however often a part is read.
     pub fn read(&mut self, name: &str) -> Result<Vec<u8>, ContainerError> {
         let mut member =
             self.archive.by_name(name).map_err(|e| ContainerError::Corrupt(format!("part {name:?}: {e}")))?;
+        let left = self.limits.max_total_bytes.saturating_sub(self.read_bytes);
         let mut out = Vec::new();
         (&mut member)
-            .take(self.limits.max_member_bytes + 1)
+            .take(self.limits.max_member_bytes.min(left) + 1)
             .read_to_end(&mut out)
             .map_err(|e| ContainerError::Corrupt(format!("part {name:?}: {e}")))?;
+        self.read_bytes += out.len() as u64;
+        if self.read_bytes > self.limits.max_total_bytes {
+            return Err(crate::archive::refuse(
+                "too_large_unpacked",
+                format!("the parts read add up to more than {} bytes", self.limits.max_total_bytes),
+            ));
+        }
         Ok(out)
     }
 }

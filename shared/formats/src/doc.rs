@@ -236,6 +236,8 @@ struct Writer<'a> {
     after_cell: bool,
     /// For each open field: whether its code (not shown) is being read.
     fields: Vec<bool>,
+    /// The characters held in `paragraph` and `cells`, not yet in the budget.
+    pending: usize,
 }
 
 impl Writer<'_> {
@@ -253,24 +255,45 @@ impl Writer<'_> {
             _ if self.fields.iter().any(|&code| code) => {}
             '\r' | '\u{c}' => return self.end_paragraph(),
             '\u{7}' => return self.end_cell(),
-            '\u{b}' => self.paragraph.push('\n'),
-            '\u{1e}' => self.paragraph.push('-'),
-            '\u{a0}' => self.paragraph.push(' '),
-            '\t' => self.paragraph.push('\t'),
+            '\u{b}' => self.held('\n')?,
+            '\u{1e}' => self.held('-')?,
+            '\u{a0}' => self.held(' ')?,
+            '\t' => self.held('\t')?,
             c if c.is_control() => {}
-            c => self.paragraph.push(c),
+            c => self.held(c)?,
         }
         self.after_cell = false;
         Ok(())
+    }
+
+    /// Holds `c` in the paragraph until its mark; a paragraph (or row) longer than what the
+    /// budget has left is cut now, so a file of one endless paragraph never grows past the
+    /// budget in memory.
+    fn held(&mut self, c: char) -> Result<(), Stop> {
+        self.paragraph.push(c);
+        self.pending += 1;
+        if self.pending <= self.budget.remaining() {
+            return Ok(());
+        }
+        let mut text = self.cells.join("\t");
+        if !text.is_empty() {
+            text.push('\t');
+        }
+        text.push_str(&self.paragraph);
+        self.paragraph.clear();
+        self.cells.clear();
+        self.pending = 0;
+        self.budget.push(&text)?;
+        Err(Stop::Budget)
     }
 
     fn end_paragraph(&mut self) -> Result<(), Stop> {
         self.after_cell = false;
         // Within a row (a cell of it ended already): the cell's next line.
         if !self.cells.is_empty() {
-            self.paragraph.push(' ');
-            return Ok(());
+            return self.held(' ');
         }
+        self.pending = 0;
         let text = std::mem::take(&mut self.paragraph);
         match &mut self.markdown {
             Some(writer) => {
@@ -293,6 +316,7 @@ impl Writer<'_> {
         if self.after_cell && self.paragraph.trim().is_empty() {
             self.after_cell = false;
             self.paragraph.clear();
+            self.pending = 0;
             let cells: Vec<String> = std::mem::take(&mut self.cells).into_iter().map(|c| c.trim().to_owned()).collect();
             return match &mut self.markdown {
                 Some(writer) => writer.table_row(self.budget, &cells),
@@ -332,6 +356,7 @@ pub fn doc(bytes: &[u8], budget: &mut TextBudget, markdown: bool) -> Result<(), 
         cells: Vec::new(),
         after_cell: false,
         fields: Vec::new(),
+        pending: 0,
     };
     let written = (|| -> Result<(), Stop> {
         for piece in pieces.iter().filter(|p| p.start < fib.text_chars) {
@@ -364,5 +389,32 @@ pub fn doc(bytes: &[u8], budget: &mut TextBudget, markdown: bool) -> Result<(), 
     match written {
         Ok(()) | Err(Stop::Budget) => Ok(()),
         Err(Stop::Time) => Err(ReadError::Time),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_paragraph_with_no_mark_stops_at_the_budget_not_at_its_end() {
+        let mut budget = TextBudget::new(10, std::time::Duration::from_secs(5));
+        let mut writer = Writer {
+            budget: &mut budget,
+            markdown: None,
+            headings: Headings::default(),
+            at: 0,
+            paragraph: String::new(),
+            cells: Vec::new(),
+            after_cell: false,
+            fields: Vec::new(),
+            pending: 0,
+        };
+        let stopped = (0..1000).map(|_| writer.char('a')).position(|r| r.is_err());
+        assert_eq!(stopped, Some(10), "the eleventh character of a 10-character budget stops the reader");
+        assert!(writer.paragraph.is_empty(), "nothing is held past the budget");
+        let (text, truncated) = budget.finish();
+        assert!(truncated, "{text}");
+        assert_eq!(text.lines().next(), Some("aaaaaaaaaa"), "the budget's ten characters, then the cut's marker");
     }
 }

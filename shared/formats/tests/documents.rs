@@ -742,3 +742,38 @@ fn a_doc_as_markdown_has_the_headings_its_styles_mark() {
     );
     assert_eq!(text("manual.doc", &bytes), "Pump manual\nRead this first.\nInstalling\nBolt the frame down.");
 }
+
+#[test]
+fn an_epub_spine_repeating_a_chapter_spends_the_archive_total() {
+    // One chapter of 40 KB of words that do not compress away, named 200 times by the spine:
+    // 8 MB read from a file that holds 40 KB.
+    let mut state = 7u64;
+    let words: Vec<String> = (0..6000)
+        .map(|_| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            format!("w{:x}", state >> 44)
+        })
+        .collect();
+    let chapter = format!("<html><body><p>Chapteropening {}</p></body></html>", words.join(" "));
+    let refs: String = (0..200).map(|_| r#"<itemref idref="c1"/>"#).collect();
+    let opf = format!(
+        r#"<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0"><manifest>
+        <item id="c1" href="c.xhtml" media-type="application/xhtml+xml"/></manifest><spine>{refs}</spine></package>"#
+    );
+    let book = zip(&[
+        ("mimetype", "application/epub+zip"),
+        (
+            "META-INF/container.xml",
+            r#"<?xml version="1.0"?><container xmlns="urn:oasis:names:tc:opendocument:xmlns:container" version="1.0"><rootfiles><rootfile full-path="book.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"#,
+        ),
+        ("book.opf", &opf),
+        ("c.xhtml", &chapter),
+    ]);
+    let mut options = ExtractOptions::new(20_000_000);
+    options.limits.max_total_bytes = 1 << 20;
+    let refusal = run_with("repeat.epub", &book, options).expect_err("past the archive total");
+    assert_eq!(refusal.code.as_str(), "too_large_unpacked", "{refusal:?}");
+    // Read under the default total, the same book is read whole.
+    let read = run_with("repeat.epub", &book, ExtractOptions::new(20_000_000)).expect("within the total");
+    assert_eq!(read.text.as_deref().map(|t| t.matches("Chapteropening").count()), Some(200));
+}
