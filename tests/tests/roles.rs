@@ -207,3 +207,151 @@ fn a_function_that_sends_to_its_own_queue_allows_the_loop() {
     self_senders.sort();
     assert_eq!(self_senders, ["IngestFunction", "ParseFunction"]);
 }
+
+#[test]
+fn the_alarms_cover_every_function_and_the_deploy_guide_counts_their_metrics() {
+    let template = template();
+    let resources = template["Resources"].as_mapping().expect("resources");
+    let of_type = |kind: &str| {
+        resources
+            .iter()
+            .filter(|(_, r)| r["Type"].as_str() == Some(kind))
+            .filter_map(|(id, r)| Some((id.as_str()?.to_owned(), r.clone())))
+            .collect::<Vec<_>>()
+    };
+    let functions: BTreeSet<String> = of_type("AWS::Serverless::Function").into_iter().map(|(id, _)| id).collect();
+    let alarms = of_type("AWS::CloudWatch::Alarm");
+    let metrics_of = |alarm: &Value| match alarm["Properties"]["Metrics"].as_sequence() {
+        Some(metrics) => metrics.iter().filter(|m| !m["MetricStat"].is_null()).count(),
+        None => 1,
+    };
+    let named = |alarm: &Value| -> BTreeSet<String> {
+        let metrics = alarm["Properties"]["Metrics"].as_sequence().expect("metrics");
+        let dimensions = metrics.iter().filter_map(|m| m["MetricStat"]["Metric"]["Dimensions"].as_sequence()).flatten();
+        dimensions
+            .filter_map(|d| match &d["Value"] {
+                Value::Tagged(tagged) => tagged.value.as_str().map(str::to_owned),
+                _ => None,
+            })
+            .collect()
+    };
+    for id in ["FunctionErrorsAlarm", "FunctionThrottlesAlarm"] {
+        let alarm = &alarms.iter().find(|(name, _)| name == id).expect(id).1;
+        assert_eq!(named(alarm), functions, "{id} watches every function");
+    }
+    let metrics: usize = alarms.iter().map(|(_, alarm)| metrics_of(alarm)).sum();
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/deploying.md")).expect("guide");
+    let line = format!("| CloudWatch alarms ({} alarms over {metrics} metrics, at $0.10 a metric) |", alarms.len());
+    assert!(guide.contains(&line), "docs/deploying.md's cost table has no line {line:?}");
+    let cost = format!("${:.2}", metrics as f64 * 0.10);
+    assert!(guide.contains(&format!("{line} {cost} | {cost} |")), "the alarms cost {cost} a month");
+}
+
+#[test]
+fn every_role_that_assumes_a_source_role_is_a_principal_the_guide_tells_it_to_trust() {
+    let template = template();
+    let resources = template["Resources"].as_mapping().expect("resources");
+    // The functions whose policies allow sts:AssumeRole on other accounts' roles.
+    let mut assuming = BTreeSet::new();
+    for (id, resource) in resources {
+        let policies = resource["Properties"]["Policies"].as_sequence().into_iter().flatten();
+        let statements = policies.filter_map(|p| p["Statement"].as_sequence()).flatten();
+        let allows = statements
+            .filter(|s| s["Effect"].as_str() == Some("Allow"))
+            .any(|s| s["Action"].as_str() == Some("sts:AssumeRole"));
+        if allows {
+            assuming.insert(format!("{}Role", id.as_str().expect("id")));
+        }
+    }
+    assert_eq!(assuming, BTreeSet::from(["ParseFunctionRole".to_owned(), "KnowledgeFunctionRole".to_owned()]));
+    let output = serde_json::to_string(&template["Outputs"]["SyncSourceRolePrincipals"]["Value"]).expect("json");
+    for role in &assuming {
+        assert!(output.contains(role), "SyncSourceRolePrincipals does not name {role}: {output}");
+    }
+}
+
+/// Each KMS grant of a function's policies on a sealed secret's data keys: the action and
+/// the kinds it is bound to (`None`: any kind). A grant not bound to a secret must go through
+/// S3 (`kms:ViaService`), where no secret is sealed.
+fn secret_grants(template: &Value, function: &str) -> BTreeSet<(String, Option<Vec<String>>)> {
+    let policies = template["Resources"][function]["Properties"]["Policies"].as_sequence().expect("policies");
+    let mut grants = BTreeSet::new();
+    for statement in policies.iter().filter_map(|p| p["Statement"].as_sequence()).flatten() {
+        let listed: Vec<String> = match &statement["Action"] {
+            Value::String(one) => vec![one.clone()],
+            Value::Sequence(many) => many.iter().filter_map(|a| a.as_str().map(str::to_owned)).collect(),
+            _ => Vec::new(),
+        };
+        let kms: Vec<String> = listed.into_iter().filter(|a| a.starts_with("kms:")).collect();
+        if kms.is_empty() || statement["Effect"].as_str() != Some("Allow") {
+            continue;
+        }
+        let condition = &statement["Condition"];
+        if condition["StringLike"]["kms:EncryptionContext:sluice:secret"].is_null() {
+            let through_s3 =
+                ["StringLike", "StringEquals"].iter().any(|op| !condition[*op]["kms:ViaService"].is_null());
+            assert!(through_s3, "{function}: {kms:?} bound neither to a secret nor to S3");
+            continue;
+        }
+        let kinds = match &condition["StringEquals"]["kms:EncryptionContext:sluice:kind"] {
+            Value::String(one) => Some(vec![one.clone()]),
+            Value::Sequence(many) => Some(many.iter().filter_map(|k| k.as_str().map(str::to_owned)).collect()),
+            _ => None,
+        };
+        grants.extend(kms.into_iter().map(|action| (action, kinds.clone())));
+    }
+    grants
+}
+
+#[test]
+fn each_role_opens_only_the_kinds_of_secret_its_code_opens() {
+    let template = template();
+    let grant = |action: &str, kinds: &[&str]| {
+        (action.to_owned(), Some(kinds.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>()))
+    };
+    let expected: [(&str, BTreeSet<_>); 6] = [
+        // Seals both kinds; opens only a source's key pair to check its bucket.
+        (
+            "KnowledgeFunction",
+            BTreeSet::from([
+                grant("kms:GenerateDataKey", &["api_key", "aws_credentials"]),
+                grant("kms:Decrypt", &["aws_credentials"]),
+            ]),
+        ),
+        ("SearchFunction", BTreeSet::from([grant("kms:Decrypt", &["api_key"])])),
+        ("IngestFunction", BTreeSet::from([grant("kms:Decrypt", &["api_key"])])),
+        // A source's key pair, and a collection's vision or LlamaParse key.
+        ("ParseFunction", BTreeSet::from([grant("kms:Decrypt", &["aws_credentials", "api_key"])])),
+        ("UploadFunction", BTreeSet::new()),
+        // Seals again, with its kind, what was sealed before kinds were bound: any kind.
+        (
+            "MigrateFunction",
+            BTreeSet::from([("kms:Decrypt".to_owned(), None), ("kms:GenerateDataKey".to_owned(), None)]),
+        ),
+    ];
+    for (function, grants) in expected {
+        assert_eq!(secret_grants(&template, function), grants, "{function}");
+    }
+    for function in ["TeardownFunction", "SweepFunction"] {
+        assert_eq!(secret_grants(&template, function), BTreeSet::new(), "{function}");
+    }
+}
+
+#[test]
+fn a_full_parse_batch_fits_its_function_s_timeout() {
+    let template = template();
+    let parse = &template["Resources"]["ParseFunction"]["Properties"];
+    let globals = &template["Globals"]["Function"]["Environment"]["Variables"];
+    let variable = |name: &str| {
+        let own = &parse["Environment"]["Variables"][name];
+        let value = if own.is_null() { &globals[name] } else { own };
+        value.as_str().and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| panic!("{name}"))
+    };
+    let batch = parse["Events"]["ObjectEvents"]["Properties"]["BatchSize"].as_u64().expect("batch size");
+    let timeout = parse["Timeout"].as_u64().expect("timeout");
+    // Every message of a batch starts at once, and each may take a document's read and its
+    // images' descriptions (each up to the document limit) with the margin parse keeps.
+    assert!(variable("FILE_IO_MAX_WORKERS") >= batch, "a batch of {batch} runs in one round");
+    let reserve = 2 * variable("SLUICE_DOCUMENT_PARSE_SECS") + 60;
+    assert!(reserve <= timeout, "a message needs {reserve} s of a {timeout} s invocation");
+}

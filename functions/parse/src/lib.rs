@@ -63,9 +63,18 @@ impl State {
     }
 }
 
-/// Handles one SQS batch; only messages that should be delivered again are reported.
-pub async fn handle(state: &State, event: sluice_queue::SqsEvent) -> SqsBatchResponse {
-    sluice_queue::run_batch(event, state.config.file_io_max_workers, |message| async move {
+/// What a message must have left of its invocation to be started: reading a document and
+/// describing its images (each up to the document limit), and a margin for the rest.
+pub fn message_reserve(config: &Config) -> std::time::Duration {
+    2 * config.document_parse_time_limit + std::time::Duration::from_secs(60)
+}
+
+/// Handles one SQS batch, invoked with `deadline` its timeout; only messages that should be
+/// delivered again are reported. A message is started only with [`message_reserve`] left,
+/// so the timeout never cuts one off (which would send the whole batch back).
+pub async fn handle(state: &State, event: sluice_queue::SqsEvent, deadline: std::time::Instant) -> SqsBatchResponse {
+    let start_by = deadline.checked_sub(message_reserve(&state.config)).unwrap_or_else(std::time::Instant::now);
+    sluice_queue::run_batch_starting_by(event, state.config.file_io_max_workers, Some(start_by), |message| async move {
         let body = message.body.unwrap_or_default();
         handle_message(state, &body).await
     })

@@ -15,7 +15,10 @@ async fn serve() -> Result<(), Error> {
     let state = sluice_parse::State::from_env().await.inspect_err(sluice_web::log_init_error)?;
     let state = &state;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<_, std::convert::Infallible>(sluice_parse::handle(state, event.payload).await)
+        // The invocation's deadline, on this process's monotonic clock.
+        let left = event.context.deadline().duration_since(std::time::SystemTime::now()).unwrap_or_default();
+        let deadline = std::time::Instant::now() + left;
+        Ok::<_, std::convert::Infallible>(sluice_parse::handle(state, event.payload, deadline).await)
     }))
     .await
 }

@@ -33,7 +33,8 @@ fn sample(name: &str) -> SqsEvent {
 }
 
 async fn failures(name: &str) -> Vec<String> {
-    let response = handle(&offline_state(), sample(name)).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(900);
+    let response = handle(&offline_state(), sample(name), deadline).await;
     response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect()
 }
 

@@ -6,6 +6,8 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// The parse function's SQS batch size, as `template.yaml` sets it.
 const PARSE_BATCH_SIZE: i32 = 5;
+/// The parse function's timeout, as `template.yaml` sets it.
+const PARSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(900);
 /// The ingest function's SQS batch size, as `template.yaml` sets it.
 const INGEST_BATCH_SIZE: i32 = 1;
 /// The teardown function's SQS batch size, as `template.yaml` sets it.
@@ -69,7 +71,9 @@ async fn serve() -> Result<(), Error> {
     };
     tokio::spawn(sluice_local::pollers::poll(sqs.clone(), source, move |event| {
         let parse = parse.clone();
-        async move { sluice_parse::handle(&parse, event).await }
+        // The template's timeout for the parse function.
+        let deadline = std::time::Instant::now() + PARSE_TIMEOUT;
+        async move { sluice_parse::handle(&parse, event, deadline).await }
     }));
     let ingest =
         Arc::new(sluice_ingest::State::new(config.clone(), vector_db.clone(), blob.clone(), kms.clone(), sqs.clone()));

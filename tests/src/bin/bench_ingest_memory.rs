@@ -104,7 +104,12 @@ async fn main() {
         let parsed = "SELECT 1 FROM rag_documents WHERE id = $1 AND parsed_path IS NOT NULL";
         while db.query_opt(parsed, &[&document]).await.expect("row").is_none() {
             let (messages, source) = next_batch(&stack, &provisioned.parse_queue_url, 5).await;
-            let answer = sluice_parse::handle(&parse, sluice_local::pollers::event_of(&messages, &source)).await;
+            let answer = sluice_parse::handle(
+                &parse,
+                sluice_local::pollers::event_of(&messages, &source),
+                std::time::Instant::now() + std::time::Duration::from_secs(900),
+            )
+            .await;
             sluice_local::pollers::delete_handled(&stack.sqs, &source, &messages, &answer).await;
         }
 
