@@ -435,9 +435,20 @@ async fn an_upgrade_to_keyword_search_never_rewrites_a_collection_and_fills_it_o
     let taken = admin.finish_online_upgrades(None).await.expect("online");
     assert_eq!((taken.rows_filled, taken.pending), (0, vec!["rag_old".to_owned()]));
     holder.execute("SELECT pg_advisory_unlock($1)", &[&online_lock]).await.expect("let it go");
+    // With less time left than an index build is started with, none is started: the table
+    // stays pending, with no index (nor an invalid one) left behind.
+    let short = admin.finish_online_upgrades(Some(std::time::Instant::now() + std::time::Duration::from_secs(4))).await;
+    let short = short.expect("online");
+    assert_eq!(short.pending, vec!["rag_old".to_owned()]);
+    let indexed: i64 = client
+        .query_one("SELECT count(*) FROM pg_class WHERE relname = 'rag_old$text'", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(indexed, 0, "an index build was started without the time to finish it");
 
     let online = admin.finish_online_upgrades(None).await.expect("online");
-    assert_eq!(online.rows_filled, 4502, "every old row, once");
+    assert_eq!(short.rows_filled + online.rows_filled, 4502, "every old row, once");
     assert_eq!(online.tables_finished, ["rag_old"]);
     assert_eq!(file_of().await, before, "filled in place, never rewritten");
     assert_eq!(counted("").await, (3, 9), "the base's totals: three chunks, nine words");
@@ -472,4 +483,37 @@ async fn an_upgrade_to_keyword_search_never_rewrites_a_collection_and_fills_it_o
         .expect("comment")
         .get(0);
     assert_eq!(language, "english");
+}
+
+#[tokio::test]
+async fn the_migrate_step_waits_for_a_database_still_coming_up_and_gives_up_after_its_patience() {
+    let stack = Stack::from_env().await;
+    // A port nothing listens on yet; in three seconds, a relay from it to the database.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
+    let target = DbTarget { port, ..stack.db_target.clone() };
+    let upstream = format!("{}:{}", stack.db_target.host, stack.db_target.port);
+    let relay = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.expect("the relay's port");
+        loop {
+            let (mut inbound, _) = listener.accept().await.expect("accept");
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(&upstream).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    let db = Db::open(&target, &stack.admin_login, 1).expect("pool");
+    let started = std::time::Instant::now();
+    db.wait_until_reachable(std::time::Duration::from_secs(60)).await.expect("reached once it came up");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(3), "{:?}", started.elapsed());
+    relay.abort();
+    // Nothing ever listening: it gives up once its patience is spent.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
+    let db = Db::open(&DbTarget { port: gone, ..stack.db_target.clone() }, &stack.admin_login, 1).expect("pool");
+    let started = std::time::Instant::now();
+    assert!(db.wait_until_reachable(std::time::Duration::from_secs(6)).await.is_err());
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "{:?}", started.elapsed());
 }

@@ -355,3 +355,16 @@ fn a_full_parse_batch_fits_its_function_s_timeout() {
     let reserve = 2 * variable("SLUICE_DOCUMENT_PARSE_SECS") + 60;
     assert!(reserve <= timeout, "a message needs {reserve} s of a {timeout} s invocation");
 }
+
+#[test]
+fn what_a_deploy_s_online_phase_leaves_is_resumed_on_a_schedule() {
+    let template = template();
+    let events = &template["Resources"]["MigrateFunction"]["Properties"]["Events"];
+    let scheduled = events
+        .as_mapping()
+        .into_iter()
+        .flat_map(|events| events.values())
+        .find(|event| event["Type"].as_str() == Some("Schedule"))
+        .expect("the migrate function runs on a schedule");
+    assert!(scheduled["Properties"]["Schedule"].as_str().is_some_and(|s| s.starts_with("rate(")), "{scheduled:?}");
+}

@@ -5,9 +5,16 @@
 //! goes to CloudFormation's presigned URL; a failure is `FAILED` with a reason that names
 //! the step, never a silent timeout: the migration runs within the invocation's time less
 //! what the answer needs, and the answer itself has a timeout, so a database or network
-//! that never answers ends in `FAILED`, not in CloudFormation waiting out its hour. With `SLUICE_DEPLOYMENT_EMBEDDINGS_URL` set (the
+//! that never answers ends in `FAILED`, not in CloudFormation waiting out its hour. The first
+//! connection is tried for up to two minutes (a new proxy may still be registering its
+//! target). The answer stays within CloudFormation's 4,096 bytes: what the online phase left
+//! is a count, and a reason is cut to fit. With `SLUICE_DEPLOYMENT_EMBEDDINGS_URL` set (the
 //! template sets the in-process model's `model://all-minilm-l6-v2`), the step also registers
 //! it as the deployment-wide keyless `local` service, so an `app` base can embed.
+//!
+//! What the online phase leaves (keyword columns to fill, indexes to build) is resumed by the
+//! same function on its schedule ([`resume_online_upgrades`]) until nothing is pending: a
+//! deploy that changes no code does not run the custom resource again.
 
 use aws_lambda_events::event::cloudformation::{
     CloudFormationCustomResourceRequest, CloudFormationCustomResourceResponse as Response,
@@ -39,6 +46,28 @@ pub async fn handle(
 
 /// What the online phase leaves of the step's time: the answer, and the batch under way.
 pub const ONLINE_MARGIN: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// The longest reason sent to CloudFormation, whose whole answer is capped at 4,096 bytes.
+pub const MAX_REASON_BYTES: usize = 1024;
+
+/// The schedule's run: the online phase of an upgrade, until `deadline`, with the
+/// administrator's login; what it did (nothing once nothing is pending).
+pub async fn resume_online_upgrades(
+    sdk: &aws_config::SdkConfig,
+    deadline: std::time::Instant,
+) -> Result<sluice_store::OnlineUpgrades, String> {
+    let db = sluice_store::Db::from_env_secret(sdk, 1, sluice_store::ADMIN_SECRET_VARIABLE)
+        .await
+        .map_err(|e| e.to_string())?;
+    let online = db.finish_online_upgrades(Some(deadline)).await.map_err(|e| e.to_string())?;
+    tracing::info!(
+        rows_filled = online.rows_filled,
+        finished = online.tables_finished.len(),
+        pending = online.pending.len(),
+        "online upgrades resumed"
+    );
+    Ok(online)
+}
 
 /// The whole step as the environment configures it: the migrations and logins, every
 /// secret sealed before kinds were bound sealed again with its kind, then the online phase
@@ -163,15 +192,65 @@ pub async fn handle_with<E: std::fmt::Display>(
             response.data.insert("SchemaVersion".to_owned(), report.schema_version.to_string());
             response.data.insert("AppLogin".to_owned(), report.app_login);
             response.data.insert("VectorLogin".to_owned(), report.vector_login);
-            response.data.insert("PendingBackfill".to_owned(), report.online.pending.join(","));
+            // A count: the collections' names could pass the answer's 4,096 bytes. The
+            // schedule finishes them; the log names them.
+            response.data.insert("PendingBackfill".to_owned(), report.online.pending.len().to_string());
         }
         Err(error) => {
             tracing::error!(%error, "migration failed");
             response.status = Status::Failed;
-            response.reason = Some(format!("migrate: {error}"));
+            response.reason = Some(cut(format!("migrate: {error}"), MAX_REASON_BYTES));
         }
     }
     (url, response)
+}
+
+/// `text` within `max` bytes, cut at a character and marked so.
+fn cut(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut at = max - 3;
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        text.truncate(at);
+        text.push_str("...");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create() -> Request {
+        serde_json::from_value(serde_json::json!({
+            "RequestType": "Create", "ResponseURL": "http://127.0.0.1:9/r", "StackId": "arn:aws:cloudformation:us-east-1:1:stack/s/1",
+            "RequestId": "r", "ResourceType": "Custom::SchemaMigration", "LogicalResourceId": "SchemaMigration",
+            "ServiceToken": "arn", "ResourceProperties": {"ServiceToken": "arn"}
+        }))
+        .expect("a Create request")
+    }
+
+    #[tokio::test]
+    async fn the_answer_fits_cloudformation_s_4096_bytes_however_much_is_pending_or_wrong() {
+        let pending: Vec<String> = (0..5000).map(|n| format!("rag_collection_number_{n}")).collect();
+        let report = sluice_store::MigrationReport {
+            applied: vec![22],
+            schema_version: 22,
+            app_login: "sluice_app".to_owned(),
+            vector_login: "sluice_vectors".to_owned(),
+            online: sluice_store::OnlineUpgrades { pending, ..Default::default() },
+        };
+        let limit = std::time::Duration::from_secs(5);
+        let (_, answer) = handle_with(create(), limit, async { Ok::<_, String>(report) }).await;
+        assert_eq!(answer.data.get("PendingBackfill").map(String::as_str), Some("5000"));
+        assert!(serde_json::to_vec(&answer).expect("json").len() <= 4096);
+        let error = "é".repeat(10_000);
+        let (_, answer) = handle_with(create(), limit, async { Err::<sluice_store::MigrationReport, _>(error) }).await;
+        assert_eq!(answer.status, Status::Failed);
+        assert!(serde_json::to_vec(&answer).expect("json").len() <= 4096);
+        assert!(answer.reason.expect("reason").ends_with("..."));
+    }
 }
 
 /// PUTs the answer to CloudFormation's presigned URL (with no content type, which the

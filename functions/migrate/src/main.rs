@@ -1,4 +1,5 @@
-//! The migrate Lambda: wires CloudFormation's custom-resource events to `sluice_migrate`.
+//! The migrate Lambda: wires CloudFormation's custom-resource events to `sluice_migrate`, and
+//! its EventBridge schedule to the online upgrades a deploy left pending.
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use sluice_migrate::Request;
@@ -10,12 +11,17 @@ async fn main() -> Result<(), Error> {
     let sdk = &sdk;
     let embeddings = std::env::var("SLUICE_DEPLOYMENT_EMBEDDINGS_URL").ok().filter(|v| !v.is_empty());
     let embeddings = embeddings.as_deref();
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Request>| async move {
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
+        let left = event.context.deadline().duration_since(std::time::SystemTime::now()).unwrap_or_default();
+        if event.payload["detail-type"] == "Scheduled Event" {
+            // The schedule: what the last deploy's online phase left, until the invocation's end.
+            let deadline = std::time::Instant::now() + left.saturating_sub(sluice_migrate::ONLINE_MARGIN);
+            return sluice_migrate::resume_online_upgrades(sdk, deadline).await.map(|_| ()).map_err(Error::from);
+        }
+        let request: Request = serde_json::from_value(event.payload)?;
         // The migration gets what is left of the invocation less the answer's own time.
-        let deadline = std::time::UNIX_EPOCH + std::time::Duration::from_millis(event.context.deadline);
-        let left = deadline.duration_since(std::time::SystemTime::now()).unwrap_or_default();
         let budget = left.saturating_sub(sluice_migrate::ANSWER_TIMEOUT + std::time::Duration::from_secs(5));
-        let (url, response) = sluice_migrate::handle(sdk, event.payload, embeddings, budget).await;
+        let (url, response) = sluice_migrate::handle(sdk, request, embeddings, budget).await;
         // CloudFormation waits for this answer; a lost one fails the stack after its timeout.
         sluice_migrate::respond(&url, &response, sluice_migrate::ANSWER_TIMEOUT).await.map_err(Error::from)
     }))

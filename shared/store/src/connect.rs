@@ -16,6 +16,11 @@ pub const APP_SECRET_VARIABLE: &str = "SLUICE_DB_SECRET_ID";
 pub const VECTOR_SECRET_VARIABLE: &str = "SLUICE_DB_VECTOR_SECRET_ID";
 /// The environment variable naming the administrator's secret (the migrate step only).
 pub const ADMIN_SECRET_VARIABLE: &str = "SLUICE_DB_ADMIN_SECRET_ID";
+/// How long the migrate step keeps trying its first connection (a new cluster's proxy may
+/// still be registering its target).
+pub const FIRST_CONNECTION_PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
+/// The pause between those tries.
+const CONNECT_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Which certificate authorities a database server's certificate must chain to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,6 +217,22 @@ impl Db {
         Ok(db)
     }
 
+    /// Connects, trying again every few seconds for up to `patience`: on a first deploy the
+    /// database (or its proxy's target) may still be coming up when the migrate step runs.
+    pub async fn wait_until_reachable(&self, patience: std::time::Duration) -> Result<(), StoreError> {
+        let started = std::time::Instant::now();
+        loop {
+            match self.client().await {
+                Ok(_) => return Ok(()),
+                Err(error) if started.elapsed() + CONNECT_RETRY_PAUSE < patience => {
+                    tracing::warn!(%error, "the database is not reachable yet; trying again");
+                    tokio::time::sleep(CONNECT_RETRY_PAUSE).await;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
     /// The deploy's migrate step as configured by the environment: the administrator's
     /// login from `SLUICE_DB_ADMIN_SECRET_ID` migrates and creates the two logins the
     /// functions use, `SLUICE_DB_SECRET_ID`'s and `SLUICE_DB_VECTOR_SECRET_ID`'s.
@@ -227,6 +248,7 @@ impl Db {
         let app = Login::from_env_secret(sdk, APP_SECRET_VARIABLE).await?;
         let vectors = Login::from_env_secret(sdk, VECTOR_SECRET_VARIABLE).await?;
         let db = Self::open(&target, &admin, 1)?;
+        db.wait_until_reachable(FIRST_CONNECTION_PATIENCE).await?;
         let report = db.migrate_deploy(&app, &vectors).await?;
         if let Some(url) = local_embeddings {
             db.register_local_embeddings(url).await?;

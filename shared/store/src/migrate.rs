@@ -45,6 +45,8 @@ const ONLINE_LOCK: i64 = 0x0005_11CF;
 /// How many rows one backfill statement fills: a short transaction each, so writers of the
 /// same rows wait for at most one batch.
 const BACKFILL_BATCH: i64 = 2000;
+/// An index build is not started with less time left than this.
+const MIN_INDEX_TIME: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The vector tables an upgrade gave trigger-filled keyword columns (migration 18) whose
 /// online phase is unfinished: their GIN index is missing or invalid.
@@ -324,11 +326,30 @@ async fn online_upgrades(
         if invalid {
             client.batch_execute(&format!("DROP INDEX CONCURRENTLY IF EXISTS {index}")).await?;
         }
-        client
+        // The index is built only within the time left: a build the deadline stops leaves an
+        // invalid index, which the next run drops and builds again; the table stays pending.
+        let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        if left.is_some_and(|left| left < MIN_INDEX_TIME) {
+            report.pending.extend(tables[at..].iter().cloned());
+            return Ok(report);
+        }
+        let limit = left.map_or(0, |left| left.as_millis().max(1));
+        client.batch_execute(&format!("SET statement_timeout = {limit}")).await?;
+        let built = client
             .batch_execute(&format!(
                 "CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON {quoted} USING gin (search_vector)"
             ))
-            .await?;
+            .await;
+        client.batch_execute("RESET statement_timeout").await?;
+        match built {
+            Ok(()) => {}
+            Err(error) if error.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) => {
+                tracing::warn!(table, "the keyword index was not built in the time left; the next run builds it");
+                report.pending.extend(tables[at..].iter().cloned());
+                return Ok(report);
+            }
+            Err(error) => return Err(error.into()),
+        }
         tracing::info!(table, "keyword columns filled and indexed");
         report.tables_finished.push(table.clone());
     }
