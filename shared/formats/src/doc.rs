@@ -240,7 +240,21 @@ struct Writer<'a> {
     pending: usize,
 }
 
-impl Writer<'_> {
+impl<'a> Writer<'a> {
+    fn new(budget: &'a mut TextBudget, markdown: bool, headings: Headings) -> Self {
+        Self {
+            budget,
+            markdown: markdown.then(MarkdownWriter::default),
+            headings,
+            at: 0,
+            paragraph: String::new(),
+            cells: Vec::new(),
+            after_cell: false,
+            fields: Vec::new(),
+            pending: 0,
+        }
+    }
+
     fn char(&mut self, c: char) -> Result<(), Stop> {
         match c {
             '\u{13}' => self.fields.push(true),
@@ -347,17 +361,7 @@ pub fn doc(bytes: &[u8], budget: &mut TextBudget, markdown: bool) -> Result<(), 
         stream(if fib.table_1 { "/1Table" } else { "/0Table" }).ok_or_else(|| broken("its table stream is missing"))?;
     let pieces = pieces(&table, fib.clx)?;
     let headings = if markdown { Headings::read(&word, &table, &fib) } else { Headings::default() };
-    let mut writer = Writer {
-        budget,
-        markdown: markdown.then(MarkdownWriter::default),
-        headings,
-        at: 0,
-        paragraph: String::new(),
-        cells: Vec::new(),
-        after_cell: false,
-        fields: Vec::new(),
-        pending: 0,
-    };
+    let mut writer = Writer::new(budget, markdown, headings);
     let written = (|| -> Result<(), Stop> {
         for piece in pieces.iter().filter(|p| p.start < fib.text_chars) {
             writer.budget.check_time()?;
@@ -399,17 +403,7 @@ mod tests {
     #[test]
     fn a_paragraph_with_no_mark_stops_at_the_budget_not_at_its_end() {
         let mut budget = TextBudget::new(10, std::time::Duration::from_secs(5));
-        let mut writer = Writer {
-            budget: &mut budget,
-            markdown: None,
-            headings: Headings::default(),
-            at: 0,
-            paragraph: String::new(),
-            cells: Vec::new(),
-            after_cell: false,
-            fields: Vec::new(),
-            pending: 0,
-        };
+        let mut writer = Writer::new(&mut budget, false, Headings::default());
         let stopped = (0..1000).map(|_| writer.char('a')).position(|r| r.is_err());
         assert_eq!(stopped, Some(10), "the eleventh character of a 10-character budget stops the reader");
         assert!(writer.paragraph.is_empty(), "nothing is held past the budget");
