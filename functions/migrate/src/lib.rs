@@ -218,6 +218,29 @@ fn cut(mut text: String, max: usize) -> String {
     text
 }
 
+/// PUTs the answer to CloudFormation's presigned URL (with no content type, which the
+/// signature does not cover), giving up after `timeout`.
+pub async fn respond(url: &str, response: &Response, timeout: std::time::Duration) -> Result<(), String> {
+    let body = serde_json::to_vec(response).map_err(|e| e.to_string())?;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .connect_timeout(timeout.min(std::time::Duration::from_secs(10)))
+        .timeout(timeout)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let answer = client
+        .put(url)
+        .header("content-type", "")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| format!("the answer to CloudFormation could not be sent: {e}"))?;
+    if !answer.status().is_success() {
+        return Err(format!("CloudFormation's URL refused the answer: {}", answer.status()));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,27 +274,4 @@ mod tests {
         assert!(serde_json::to_vec(&answer).expect("json").len() <= 4096);
         assert!(answer.reason.expect("reason").ends_with("..."));
     }
-}
-
-/// PUTs the answer to CloudFormation's presigned URL (with no content type, which the
-/// signature does not cover), giving up after `timeout`.
-pub async fn respond(url: &str, response: &Response, timeout: std::time::Duration) -> Result<(), String> {
-    let body = serde_json::to_vec(response).map_err(|e| e.to_string())?;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::builder()
-        .connect_timeout(timeout.min(std::time::Duration::from_secs(10)))
-        .timeout(timeout)
-        .build()
-        .map_err(|e| e.to_string())?;
-    let answer = client
-        .put(url)
-        .header("content-type", "")
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| format!("the answer to CloudFormation could not be sent: {e}"))?;
-    if !answer.status().is_success() {
-        return Err(format!("CloudFormation's URL refused the answer: {}", answer.status()));
-    }
-    Ok(())
 }
