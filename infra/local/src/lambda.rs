@@ -91,13 +91,24 @@ impl Environment {
 #[derive(Debug)]
 pub struct ExtractFunction {
     name: String,
-    binary: PathBuf,
-    /// A program the binary runs under (a test's stand-in for Lambda's seccomp filter).
-    wrapper: Option<PathBuf>,
+    /// The program an environment runs and its arguments: the function's binary, under a
+    /// wrapper (a test's stand-in for Lambda's seccomp filter) or a launcher that lays the
+    /// function out as Lambda does (the arm64 smoke's).
+    command: Vec<OsString>,
+    /// Whether `command` is a launcher that lays out the function's files, `/tmp` and
+    /// namespace itself: its environment is then exactly the one given (none of this
+    /// runner's [`PASSED`] variables, no scratch folder here) and it runs as this runner's user.
+    launched: bool,
+    /// A launched function's environment, before what Lambda sets (which it cannot override).
+    given: Vec<(String, OsString)>,
+    /// How long an environment may take to ask for its first event.
+    start_limit: Duration,
     /// Variables set in every environment beyond the template's (a test's rogue worker).
     extra: Vec<(String, OsString)>,
     port: u16,
     environments: Mutex<HashMap<String, Vec<Arc<Environment>>>>,
+    /// The invocations each tenant has made.
+    invocations: Mutex<HashMap<String, usize>>,
     /// Where this runner is root and the function's files are readable by any user: the
     /// users not yet given to an environment (decided at the first start).
     free_users: OnceLock<Option<Mutex<BTreeSet<u32>>>>,
@@ -109,11 +120,14 @@ impl ExtractFunction {
     pub fn new(name: &str, binary: PathBuf, port: u16) -> Self {
         Self {
             name: name.to_owned(),
-            binary,
-            wrapper: None,
+            command: vec![binary.into_os_string()],
+            launched: false,
+            given: Vec::new(),
+            start_limit: Duration::from_secs(60),
             extra: Vec::new(),
             port,
             environments: Mutex::new(HashMap::new()),
+            invocations: Mutex::new(HashMap::new()),
             free_users: OnceLock::new(),
         }
     }
@@ -132,10 +146,10 @@ impl ExtractFunction {
                 let files = ["PDFIUM_LIB_PATH", "ORT_DYLIB_PATH", "SLUICE_OCR_MODEL_DIR"]
                     .iter()
                     .filter_map(|name| self.variable(name).map(PathBuf::from));
-                let mut needed = files.chain([self.binary.clone()]).chain(self.wrapper.clone());
+                let mut needed = files.chain(self.command.iter().map(PathBuf::from));
                 let readable = needed.all(|path| open_to_everyone(&path));
                 let root = nix::unistd::geteuid().is_root();
-                if !(root && readable) {
+                if self.launched || !(root && readable) {
                     tracing::warn!(root, readable, "extract environments share this runner's user");
                     return None;
                 }
@@ -147,7 +161,23 @@ impl ExtractFunction {
 
     /// Runs the binary under `wrapper` (`wrapper BINARY`).
     pub fn wrapped_in(mut self, wrapper: PathBuf) -> Self {
-        self.wrapper = Some(wrapper);
+        self.command.insert(0, wrapper.into_os_string());
+        self
+    }
+
+    /// Starts each environment as `command` (a launcher that lays the function out and
+    /// starts it) with exactly `environment` and what Lambda sets (which overrides it),
+    /// allowing it `start_limit` to ask for its first event; it runs as this runner's user.
+    pub fn launched_as(
+        mut self,
+        command: Vec<OsString>,
+        environment: impl IntoIterator<Item = (String, String)>,
+        start_limit: Duration,
+    ) -> Self {
+        self.command = command;
+        self.launched = true;
+        self.start_limit = start_limit;
+        self.given = environment.into_iter().map(|(name, value)| (name, value.into())).collect();
         self
     }
 
@@ -165,9 +195,17 @@ impl ExtractFunction {
             .unwrap_or_default()
     }
 
+    /// How many invocations `tenant` has made.
+    pub fn invocations_of(&self, tenant: &str) -> usize {
+        self.invocations.lock().map(|counts| counts.get(tenant).copied().unwrap_or(0)).unwrap_or(0)
+    }
+
     /// Runs `event` for `tenant` in one of its environments; the function's answer, or the
     /// error it reported (a timeout is one).
     pub async fn invoke(&self, tenant: &str, event: serde_json::Value) -> Result<serde_json::Value, String> {
+        if let Ok(mut counts) = self.invocations.lock() {
+            *counts.entry(tenant.to_owned()).or_default() += 1;
+        }
         let environment = match self.take_idle(tenant) {
             Some(environment) => environment,
             None => self.start(tenant).await?,
@@ -242,21 +280,15 @@ impl ExtractFunction {
         let scratch =
             std::env::temp_dir().join(format!("sluice-extract-{}-{}", self.port, uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&scratch).map_err(|e| format!("scratch folder: {e}"))?;
-        let mut command = match &self.wrapper {
-            Some(wrapper) => {
-                let mut command = Command::new(wrapper);
-                command.arg(&self.binary);
-                command
-            }
-            None => Command::new(&self.binary),
-        };
-        command.env_clear();
-        for name in PASSED {
+        let (program, arguments) = self.command.split_first().ok_or("the extract function has no command")?;
+        let mut command = Command::new(program);
+        command.args(arguments).env_clear();
+        for name in PASSED.iter().filter(|_| !self.launched) {
             if let Some(value) = std::env::var_os(name) {
                 command.env(name, value);
             }
         }
-        let lambda: [(&str, OsString); 11] = [
+        let lambda: [(&str, OsString); 9] = [
             ("AWS_LAMBDA_RUNTIME_API", api.address.clone().into()),
             ("AWS_LAMBDA_FUNCTION_NAME", self.name.clone().into()),
             ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
@@ -269,10 +301,12 @@ impl ExtractFunction {
             // environment names no AWS endpoint and holds none of its callers' credentials.
             ("AWS_ACCESS_KEY_ID", "ASIAEXTRACTLOGSONLY".into()),
             ("AWS_SECRET_ACCESS_KEY", "extract-function-logs-only".into()),
-            ("TMPDIR", scratch.clone().into()),
-            ("SLUICE_EXTRACT_SCRATCH_DIR", scratch.clone().into()),
         ];
-        command.envs(lambda).envs(self.extra.iter().map(|(name, value)| (name, value)));
+        command.envs(self.given.iter().map(|(name, value)| (name, value))).envs(lambda);
+        if !self.launched {
+            command.env("TMPDIR", &scratch).env("SLUICE_EXTRACT_SCRATCH_DIR", &scratch);
+        }
+        command.envs(self.extra.iter().map(|(name, value)| (name, value)));
         if let Some(user) = user {
             std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o700))
                 .and_then(|()| std::os::unix::fs::chown(&scratch, Some(user), Some(user)))
@@ -294,7 +328,7 @@ impl ExtractFunction {
             busy: AtomicBool::new(true),
             last_used: Mutex::new(Instant::now()),
         };
-        if let Err(error) = environment.api.started(Duration::from_secs(60)).await {
+        if let Err(error) = environment.api.started(self.start_limit).await {
             environment.end();
             return Err(format!("the extract function did not start: {error}"));
         }

@@ -271,20 +271,6 @@ fn normalised(text: &str) -> Vec<char> {
     text.split_whitespace().collect::<Vec<_>>().join(" ").chars().collect()
 }
 
-fn edit_distance(a: &[char], b: &[char]) -> usize {
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
-}
-
 /// The words of a text, lower-cased, with the punctuation around them dropped.
 fn words(text: &str) -> std::collections::HashMap<String, usize> {
     let mut counts = std::collections::HashMap::new();
@@ -317,7 +303,7 @@ fn score_real(dir: &Path, engine: &str) {
             let expected_text = std::fs::read_to_string(truth).expect("truth");
             let got_text = std::fs::read_to_string(format!("{stem}.{engine}.txt")).unwrap_or_default();
             let (expected, got) = (normalised(&expected_text), normalised(&got_text));
-            errors += edit_distance(&expected, &got);
+            errors += strsim::generic_levenshtein(&expected, &got);
             total += expected.len();
             let (want, have) = (words(&expected_text), words(&got_text));
             found += want.iter().map(|(w, n)| (*n).min(have.get(w).copied().unwrap_or(0))).sum::<usize>();
@@ -345,7 +331,7 @@ fn score(dir: &Path, engine: &str) {
             let stem = truth.to_string_lossy().trim_end_matches(".gt.txt").to_owned();
             let expected = normalised(&std::fs::read_to_string(&truth).expect("truth"));
             let got = normalised(&std::fs::read_to_string(format!("{stem}.{engine}.txt")).unwrap_or_default());
-            errors += edit_distance(&expected, &got);
+            errors += strsim::generic_levenshtein(&expected, &got);
             total += expected.len();
         }
         println!("{engine} {label}: CER {:.2}% ({errors} of {total} characters)", 100.0 * errors as f64 / total as f64);
@@ -358,7 +344,7 @@ fn score(dir: &Path, engine: &str) {
                     &std::fs::read_to_string(dir.join(format!("scan-{dpi}.{container}.sluice.txt")))
                         .unwrap_or_default(),
                 );
-                let cer = 100.0 * edit_distance(&expected, &got) as f64 / expected.len() as f64;
+                let cer = 100.0 * strsim::generic_levenshtein(&expected, &got) as f64 / expected.len() as f64;
                 println!("sluice {container} {dpi} dpi: CER {cer:.2}%");
             }
         }
