@@ -686,3 +686,58 @@ async fn a_chunk_is_embedded_and_found_by_its_title_and_headings_and_a_reindex_p
     reindexed().await;
     assert_eq!(stub.inputs(), paid + embedded.len());
 }
+
+#[tokio::test]
+async fn grouped_by_document_each_document_answers_once_with_its_other_chunks_as_citations() {
+    let stack = Stack::from_env().await;
+    let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
+    let body = json!({"name": "Pilots", "scope": "org", "embedding_provider": "local",
+        "embedding_model": "all-minilm-l6-v2", "ingestion_config": {"chunk_size": 100, "chunk_overlap": 0}});
+    let (status, base) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
+    assert_eq!(status, 201, "{base}");
+    let kb = base["id"].as_str().expect("id").to_owned();
+    // Three paragraphs about the pilot boat in one document, one in another.
+    let long = "The pilot boat leaves the north quay at dawn with two pilots aboard.\n\n\
+                The pilot boat returns at noon once the tankers are berthed safely.\n\n\
+                The pilot boat is refuelled at the east pontoon every Friday evening.\n";
+    stack.upload_document(&user, &kb, "pilots.txt", long.as_bytes()).await;
+    stack.upload_document(&user, &kb, "ferry.txt", b"The ferry also carries a pilot boat spare engine.").await;
+    stack.indexed(&user, &kb).await;
+    let search = async |extra: Value| {
+        let mut body = json!({"query": "pilot boat", "knowledge_base_ids": [kb], "mode": "keyword", "top_k": 10});
+        body.as_object_mut().expect("object").extend(extra.as_object().expect("object").clone());
+        stack.call_json(&user, Method::POST, "/rag/search", Some(body)).await
+    };
+    let (status, flat) = search(json!({})).await;
+    assert_eq!(status, 200, "{flat}");
+    let flat = flat["results"].as_array().expect("results").clone();
+    assert_eq!(flat.len(), 4, "every matching chunk: {flat:?}");
+
+    let (status, grouped) = search(json!({"group_by": "document"})).await;
+    assert_eq!(status, 200, "{grouped}");
+    let grouped = grouped["results"].as_array().expect("results").clone();
+    let names: Vec<&str> = grouped.iter().filter_map(|r| r["filename"].as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, ["ferry.txt", "pilots.txt"], "one hit per document: {grouped:?}");
+    let pilots = grouped.iter().find(|r| r["filename"] == "pilots.txt").expect("pilots.txt");
+    let cited = pilots["citations"].as_array().expect("citations");
+    assert_eq!(cited.len(), 2, "its two other chunks: {pilots}");
+    // The leader is the document's best chunk, its citations the rest in order, and together
+    // they are exactly the document's hits of the flat search.
+    let flat_of_pilots: Vec<&Value> = flat.iter().filter(|r| r["filename"] == "pilots.txt").collect();
+    assert_eq!(pilots["chunk_index"], flat_of_pilots[0]["chunk_index"]);
+    let cited_indexes: Vec<&Value> = cited.iter().map(|c| &c["chunk_index"]).collect();
+    let flat_rest: Vec<&Value> = flat_of_pilots[1..].iter().map(|r| &r["chunk_index"]).collect();
+    assert_eq!(cited_indexes, flat_rest);
+    assert!(cited.iter().all(|c| c["chunk_id"].is_string() && c["score"].is_number() && c["char_start"].is_number()));
+    let ferry = grouped.iter().find(|r| r["filename"] == "ferry.txt").expect("ferry.txt");
+    assert_eq!(ferry["citations"], json!([]));
+    // top_k counts documents.
+    let (_, one) = search(json!({"group_by": "document", "top_k": 1})).await;
+    assert_eq!(one["results"].as_array().map(Vec::len), Some(1), "{one}");
+    // Any other grouping is refused naming the field.
+    let (status, refused) = search(json!({"group_by": "page"})).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["error"]["details"]["fields"]["group_by"].is_string(), "{refused}");
+}

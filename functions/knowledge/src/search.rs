@@ -219,7 +219,14 @@ pub struct Query {
     pub top_k: i64,
     pub filters: SearchFilters,
     pub explain: bool,
+    /// One hit per document (`group_by: "document"`): its best chunk, the others that
+    /// matched as its `citations`; `top_k` then counts documents.
+    pub by_document: bool,
 }
+
+/// How many more candidates each leg reads when hits are grouped by document, so `top_k`
+/// documents are found where one document holds many of the best chunks.
+const GROUPED_DEPTH_FACTOR: i64 = 5;
 
 /// One leg's place for a chunk: its rank (1-based) and the leg's own score.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -283,8 +290,13 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
     let body = crate::fields::object(request)?;
     crate::fields::only(
         &body,
-        &["query", "collections", "knowledge_base_ids", "top_k", "filters", "filter", "mode", "explain"],
+        &["query", "collections", "knowledge_base_ids", "top_k", "filters", "filter", "mode", "explain", "group_by"],
     )?;
+    let by_document = match body.get("group_by") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(group)) if group == "document" => true,
+        Some(_) => return Err(invalid("group_by", "group_by is \"document\" (one hit per document) or absent")),
+    };
     let mode = Mode::parse(&body)?;
     let explain = match body.get("explain") {
         None | Some(Value::Null) => false,
@@ -303,7 +315,7 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
             .ok_or_else(|| invalid("top_k", format!("top_k must be 1 to {MAX_TOP_K}")))?,
     };
     let filters = parse_filters(&body)?;
-    let query = Query { text: query, mode, top_k, filters, explain };
+    let query = Query { text: query, mode, top_k, filters, explain, by_document };
 
     // Every base the search reads, resolved before any vector is.
     let mut bases: Vec<KnowledgeBase> = Vec::new();
@@ -354,8 +366,10 @@ pub async fn search_bases(
     bases: Vec<KnowledgeBase>,
     query: &Query,
 ) -> Result<Vec<Value>, KnowledgeError> {
-    let Query { text: query, mode, top_k, filters, explain } = query;
-    let (mode, top_k, explain) = (*mode, *top_k, *explain);
+    let Query { text: query, mode, top_k, filters, explain, by_document } = query;
+    let (mode, top_k, explain, by_document) = (*mode, *top_k, *explain, *by_document);
+    // Grouped, each leg reads deeper: top_k counts documents, not chunks.
+    let depth = if by_document { top_k.saturating_mul(GROUPED_DEPTH_FACTOR) } else { top_k };
     // One query per collection name: bases sharing a name share its table and its model.
     let mut by_name: BTreeMap<String, Vec<KnowledgeBase>> = BTreeMap::new();
     for base in bases {
@@ -374,9 +388,9 @@ pub async fn search_bases(
         let keyword = async {
             match mode {
                 Mode::Vector => Ok(Vec::new()),
-                Mode::Keyword => state.db.search_keyword(name, &scope, filters, query, top_k).await,
+                Mode::Keyword => state.db.search_keyword(name, &scope, filters, query, depth).await,
                 Mode::Hybrid => {
-                    state.db.search_keyword(name, &scope, filters, query, settings.keyword_depth.max(top_k)).await
+                    state.db.search_keyword(name, &scope, filters, query, settings.keyword_depth.max(depth)).await
                 }
             }
         };
@@ -385,7 +399,7 @@ pub async fn search_bases(
                 return Ok(Vec::new());
             }
             let embedded = embed_query(state, tenant, &group[0], query, deadline).await?;
-            let depth = if mode == Mode::Vector { top_k } else { settings.vector_depth.max(top_k) };
+            let depth = if mode == Mode::Vector { depth } else { settings.vector_depth.max(depth) };
             Ok::<_, KnowledgeError>(state.db.search_chunks(name, &scope, filters, &embedded, depth).await?)
         };
         let (keyword, vector) = tokio::join!(keyword, vector);
@@ -398,10 +412,29 @@ pub async fn search_bases(
         Mode::Vector | Mode::Keyword => f.hit.score,
     };
     hits.sort_by(|a, b| best_first(&a.1, &b.1, order));
+    // Grouped: each document's best chunk leads, its other hits ride along as citations.
+    let mut citations: Vec<Vec<Value>> = Vec::new();
+    if by_document {
+        let mut leaders: Vec<(String, Fused)> = Vec::new();
+        let mut place: BTreeMap<(String, Uuid), usize> = BTreeMap::new();
+        for (collection, fused) in hits {
+            match place.get(&(collection.clone(), fused.hit.document_id)) {
+                Some(&at) => citations[at].push(citation(&fused, order(&fused))),
+                None => {
+                    place.insert((collection.clone(), fused.hit.document_id), leaders.len());
+                    leaders.push((collection, fused));
+                    citations.push(Vec::new());
+                }
+            }
+        }
+        hits = leaders;
+    }
     hits.truncate(usize::try_from(top_k).unwrap_or(usize::MAX));
+    let mut citations = citations.into_iter();
     let results: Vec<Value> = hits
         .into_iter()
         .map(|(collection, fused)| {
+            let cited = citations.next();
             let score = order(&fused);
             let why = explain.then(|| {
                 let place = |p: Option<LegPlace>| p.map(|p| json!({"rank": p.rank, "score": p.score}));
@@ -430,10 +463,25 @@ pub async fn search_bases(
             if let Some(why) = why {
                 result["explain"] = why;
             }
+            if let Some(cited) = cited {
+                result["citations"] = Value::Array(cited);
+            }
             result
         })
         .collect();
     Ok(results)
+}
+
+/// Where a grouped document's further matching chunk is: its id and index, its score, and
+/// its place in the document (offsets, pages, headings, slide or sheet) when known.
+fn citation(fused: &Fused, score: f64) -> Value {
+    let mut cited = json!({"chunk_id": fused.hit.chunk_id, "chunk_index": fused.hit.chunk_index, "score": score});
+    for key in ["char_start", "char_end", "pages", "heading", "slide", "sheet"] {
+        if let Some(value) = fused.hit.metadata.get(key) {
+            cited[key] = value.clone();
+        }
+    }
+    cited
 }
 
 /// The query's embedding for `base`'s collection, within what is left of the budget: a

@@ -21,7 +21,7 @@ pub async fn run(kb_id: Uuid, text: String, mode: Mode, explain: bool, top_k: i6
         Err(error) => return fail(error),
     };
     let state = sluice_knowledge::State::new(config, db, &sdk);
-    let query = Query { text, mode, top_k, filters: Default::default(), explain };
+    let query = Query { text, mode, top_k, filters: Default::default(), explain, by_document: false };
     // The operator's queries are cached as the base's owner's would be (this process's own cache).
     let tenant = base.org_id.unwrap_or(base.owner_id);
     match search_bases(&state, tenant, vec![base], &query).await {
