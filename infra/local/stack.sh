@@ -198,6 +198,7 @@ export SLUICE_DB_NAME=sluice
 export SLUICE_DB_CA_FILE=$run/tls/ca.pem
 export SLUICE_DB_SECRET_ID=sluice/$1/app
 export SLUICE_DB_VECTOR_SECRET_ID=sluice/$1/vectors
+export SLUICE_DB_SEARCH_SECRET_ID=sluice/$1/search
 export SLUICE_DB_ADMIN_SECRET_ID=sluice/$1/admin
 export SLUICE_PG_SOCKET_DIR=$(dirname "$(pg_home)")/sock-$1
 export SLUICE_PG_SOCKET_PORT=$PG_PORT
@@ -333,10 +334,11 @@ start_pgbouncer() {
   mkdir -p "$bouncer"
   make_tls "$run" "$bouncer"
   local login
-  for login in admin app vectors; do openssl rand -hex 24 | tr -d '\n' >"$run/tls/$login.password"; done
+  for login in admin app vectors search; do openssl rand -hex 24 | tr -d '\n' >"$run/tls/$login.password"; done
   chmod 600 "$run/tls/"*.password "$run/tls/ca.key"
-  printf '"sluice" "%s"\n"sluice_app" "%s"\n"sluice_vectors" "%s"\n' "$(cat "$run/tls/admin.password")" \
-    "$(cat "$run/tls/app.password")" "$(cat "$run/tls/vectors.password")" >"$bouncer/userlist.txt"
+  printf '"sluice" "%s"\n"sluice_app" "%s"\n"sluice_vectors" "%s"\n"sluice_search" "%s"\n' \
+    "$(cat "$run/tls/admin.password")" "$(cat "$run/tls/app.password")" "$(cat "$run/tls/vectors.password")" \
+    "$(cat "$run/tls/search.password")" >"$bouncer/userlist.txt"
   cat >"$bouncer/pgbouncer.ini" <<INI
 [databases]
 sluice = host=$sock port=$PG_PORT dbname=sluice
@@ -372,12 +374,13 @@ INI
 store_db_secrets() {
   local profile=$1 run="$LOCAL/run/$1"
   AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local "$VENV/bin/python" - "$AWS_PORT" "$profile" \
-    "$(cat "$run/tls/admin.password")" "$(cat "$run/tls/app.password")" "$(cat "$run/tls/vectors.password")" <<'PY'
+    "$(cat "$run/tls/admin.password")" "$(cat "$run/tls/app.password")" "$(cat "$run/tls/vectors.password")" \
+    "$(cat "$run/tls/search.password")" <<'PY'
 import json, sys, boto3
-port, profile, admin, app, vectors = sys.argv[1:6]
+port, profile, admin, app, vectors, search = sys.argv[1:7]
 client = boto3.client("secretsmanager", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1")
 for name, user, password in (("admin", "sluice", admin), ("app", "sluice_app", app),
-                             ("vectors", "sluice_vectors", vectors)):
+                             ("vectors", "sluice_vectors", vectors), ("search", "sluice_search", search)):
     client.create_secret(Name=f"sluice/{profile}/{name}",
                          SecretString=json.dumps({"username": user, "password": password}))
 PY

@@ -29,6 +29,8 @@ pub struct Stack {
     /// The functions' least-privileged login and the administrator's, from Secrets Manager.
     pub app_login: sluice_store::Login,
     pub vector_login: sluice_store::Login,
+    /// The search function's read-only login.
+    pub search_login: sluice_store::Login,
     pub admin_login: sluice_store::Login,
     pub sdk: aws_config::SdkConfig,
 }
@@ -59,6 +61,9 @@ impl Stack {
             vector_login: sluice_store::Login::from_env_secret(&sdk, sluice_store::VECTOR_SECRET_VARIABLE)
                 .await
                 .expect("the vector login's secret"),
+            search_login: sluice_store::Login::from_env_secret(&sdk, sluice_store::SEARCH_SECRET_VARIABLE)
+                .await
+                .expect("the search login's secret"),
             admin_login: sluice_store::Login::from_env_secret(&sdk, sluice_store::ADMIN_SECRET_VARIABLE)
                 .await
                 .expect("the administrator's secret"),

@@ -109,9 +109,10 @@ async fn the_migrate_step_is_idempotent_and_leaves_the_app_login_least_privilege
         other => panic!("an unmigrated database must be refused, got {other:?}"),
     }
 
-    let first = admin.migrate_deploy(&stack.app_login, &stack.vector_login).await.expect("first run");
+    let logins = (&stack.app_login, &stack.vector_login, &stack.search_login);
+    let first = admin.migrate_deploy(logins.0, logins.1, logins.2).await.expect("first run");
     assert_eq!(first.applied, (1..=SCHEMA_VERSION).collect::<Vec<_>>());
-    let second = admin.migrate_deploy(&stack.app_login, &stack.vector_login).await.expect("second run");
+    let second = admin.migrate_deploy(logins.0, logins.1, logins.2).await.expect("second run");
     assert!(second.applied.is_empty(), "{second:?}");
     assert_eq!(second.schema_version, SCHEMA_VERSION);
     app.require_current_schema().await.expect("current after the step");
@@ -168,6 +169,29 @@ async fn the_migrate_step_is_idempotent_and_leaves_the_app_login_least_privilege
         assert_eq!(code(app.batch_execute(&update).await.expect_err("no chunk changed")), insufficient, "{table}");
         app.batch_execute(&format!("DELETE FROM {table} WHERE document_id = gen_random_uuid()")).await.expect("delete");
         app.batch_execute(&format!("SELECT count(*) FROM {table}")).await.expect("read");
+    }
+    // The search login reads and never writes: every table search reads, vector tables made
+    // before its grants and after; nothing else, and no table made, changed or dropped.
+    let search = sluice_store::connect_once(&target, &stack.search_login).await.expect("search login");
+    for table in ["rag_probe", "rag_later", "knowledge_bases", "kb_grants", "secrets", "embedding_endpoints"] {
+        search.batch_execute(&format!("SELECT count(*) FROM {table}")).await.expect("search reads it");
+        for statement in [
+            format!("DELETE FROM {table}"),
+            format!("INSERT INTO {table} DEFAULT VALUES"),
+            format!("TRUNCATE {table}"),
+        ] {
+            assert_eq!(code(search.batch_execute(&statement).await.expect_err("refused")), insufficient, "{statement}");
+        }
+    }
+    for statement in [
+        "SELECT count(*) FROM chat_files",
+        "SELECT count(*) FROM sweep_cursors",
+        "SELECT count(*) FROM audit_log",
+        "SELECT sluice_create_vector_table('mine', 3, 'simple')",
+        "SELECT sluice_drop_vector_table('later')",
+        "CREATE TABLE rag_search_own (id int)",
+    ] {
+        assert_eq!(code(search.batch_execute(statement).await.expect_err(statement)), insufficient, "{statement}");
     }
     client.execute("SELECT sluice_drop_vector_table('later')", &[]).await.expect("drop");
     // The vault, the registered services and the grants: read by the application login,

@@ -11,7 +11,9 @@ use uuid::Uuid;
 async fn door(stack: &Stack) -> (String, Arc<sluice_knowledge::query_cache::QueryCache>) {
     let config = stack.config().await;
     let db = sluice_store::Db::open(&stack.db_target, &stack.vector_login, 2).expect("a pool");
-    let search = sluice_knowledge::State::new(config, db.clone(), &stack.sdk);
+    // Search over its own read-only login, as the template gives it.
+    let search_db = sluice_store::Db::open(&stack.db_target, &stack.search_login, 2).expect("a pool");
+    let search = sluice_knowledge::State::new(config, search_db, &stack.sdk);
     let cache = search.query_cache.clone();
     (stack.door(db, search).await, cache)
 }

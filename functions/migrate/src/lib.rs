@@ -192,6 +192,7 @@ pub async fn handle_with<E: std::fmt::Display>(
             response.data.insert("SchemaVersion".to_owned(), report.schema_version.to_string());
             response.data.insert("AppLogin".to_owned(), report.app_login);
             response.data.insert("VectorLogin".to_owned(), report.vector_login);
+            response.data.insert("SearchLogin".to_owned(), report.search_login);
             // A count: the collections' names could pass the answer's 4,096 bytes. The
             // schedule finishes them; the log names them.
             response.data.insert("PendingBackfill".to_owned(), report.online.pending.len().to_string());
@@ -262,6 +263,7 @@ mod tests {
             schema_version: 22,
             app_login: "sluice_app".to_owned(),
             vector_login: "sluice_vectors".to_owned(),
+            search_login: "sluice_search".to_owned(),
             online: sluice_store::OnlineUpgrades { pending, ..Default::default() },
         };
         let limit = std::time::Duration::from_secs(5);

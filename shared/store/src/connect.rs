@@ -16,6 +16,8 @@ pub const APP_SECRET_VARIABLE: &str = "SLUICE_DB_SECRET_ID";
 pub const VECTOR_SECRET_VARIABLE: &str = "SLUICE_DB_VECTOR_SECRET_ID";
 /// The environment variable naming the administrator's secret (the migrate step only).
 pub const ADMIN_SECRET_VARIABLE: &str = "SLUICE_DB_ADMIN_SECRET_ID";
+/// The search function's read-only login, which the migrate step creates.
+pub const SEARCH_SECRET_VARIABLE: &str = "SLUICE_DB_SEARCH_SECRET_ID";
 /// How long the migrate step keeps trying its first connection (a new cluster's proxy may
 /// still be registering its target).
 pub const FIRST_CONNECTION_PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
@@ -247,9 +249,10 @@ impl Db {
         let admin = Login::from_env_secret(sdk, ADMIN_SECRET_VARIABLE).await?;
         let app = Login::from_env_secret(sdk, APP_SECRET_VARIABLE).await?;
         let vectors = Login::from_env_secret(sdk, VECTOR_SECRET_VARIABLE).await?;
+        let search = Login::from_env_secret(sdk, SEARCH_SECRET_VARIABLE).await?;
         let db = Self::open(&target, &admin, 1)?;
         db.wait_until_reachable(FIRST_CONNECTION_PATIENCE).await?;
-        let report = db.migrate_deploy(&app, &vectors).await?;
+        let report = db.migrate_deploy(&app, &vectors, &search).await?;
         if let Some(url) = local_embeddings {
             db.register_local_embeddings(url).await?;
         }

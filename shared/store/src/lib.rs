@@ -17,8 +17,8 @@ mod vectors;
 pub use chat_files::{ChatFile, LandedFile, NewChatFile, NewUploadIntent};
 pub use collections::{CollectionCounts, NameDrop, TEARDOWN_TOPIC, TeardownJob, TeardownQueued};
 pub use connect::{
-    ADMIN_SECRET_VARIABLE, APP_SECRET_VARIABLE, DbTarget, Login, TrustRoots, VECTOR_SECRET_VARIABLE, client_config,
-    connect_once, tls_connector,
+    ADMIN_SECRET_VARIABLE, APP_SECRET_VARIABLE, DbTarget, Login, SEARCH_SECRET_VARIABLE, TrustRoots,
+    VECTOR_SECRET_VARIABLE, client_config, connect_once, tls_connector,
 };
 pub use credentials::{EmbeddingEndpoint, SealedValue, SecretMeta};
 pub use documents::{

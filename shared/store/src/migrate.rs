@@ -77,6 +77,7 @@ pub struct MigrationReport {
     /// The logins the step created or brought up to date.
     pub app_login: String,
     pub vector_login: String,
+    pub search_login: String,
     /// What the online phase did, when the step ran it (`Db::finish_online_upgrades`).
     pub online: OnlineUpgrades,
 }
@@ -88,12 +89,17 @@ impl Db {
     /// Sluice's rows and nothing more: no DDL on the schema, no writes to the migrations'
     /// ledger; `vectors` alone may run the two owner's functions of migration 7 that create
     /// and drop vector tables. Idempotent.
-    pub async fn migrate_deploy(&self, app: &Login, vectors: &Login) -> Result<MigrationReport, StoreError> {
+    pub async fn migrate_deploy(
+        &self,
+        app: &Login,
+        vectors: &Login,
+        search: &Login,
+    ) -> Result<MigrationReport, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
         let admin: String = tx.query_one("SELECT current_user::text", &[]).await?.get(0);
-        for login in [app, vectors] {
+        for login in [app, vectors, search] {
             if admin == login.username {
                 return Err(StoreError::Config(format!(
                     "the login {:?} is the administrator's: the functions' logins are their own",
@@ -101,18 +107,20 @@ impl Db {
                 )));
             }
         }
-        if app.username == vectors.username {
-            return Err(StoreError::Config("the application and vector logins must differ".to_owned()));
+        if app.username == vectors.username || search.username == app.username || search.username == vectors.username {
+            return Err(StoreError::Config("the application, vector and search logins must differ".to_owned()));
         }
         let applied = apply_migrations(&tx, SCHEMA_VERSION).await?;
         grant_login(&tx, app, false).await?;
         grant_login(&tx, vectors, true).await?;
+        grant_search_login(&tx, search).await?;
         tx.commit().await?;
         Ok(MigrationReport {
             applied,
             schema_version: SCHEMA_VERSION,
             app_login: app.username.clone(),
             vector_login: vectors.username.clone(),
+            search_login: search.username.clone(),
             online: OnlineUpgrades::default(),
         })
     }
@@ -213,19 +221,7 @@ async fn grant_login(
     app: &Login,
     vector_tables: bool,
 ) -> Result<(), StoreError> {
-    let verifier = postgres_protocol::password::scram_sha_256(app.password.as_bytes());
-    let exists = tx.query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&app.username]).await?.is_some();
-    let verb = if exists { "ALTER" } else { "CREATE" };
-    // Identifiers and literals quoted by the server itself.
-    run_composed(
-        tx,
-        &format!(
-            "SELECT format('{verb} ROLE %I WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION \
-                 NOBYPASSRLS PASSWORD %L', $1::text, $2::text)"
-        ),
-        &[&app.username, &verifier],
-    )
-    .await?;
+    create_or_update_role(tx, app).await?;
     run_composed(
         tx,
         "SELECT format('GRANT CONNECT ON DATABASE %1$I TO %2$I;
@@ -281,6 +277,47 @@ async fn grant_login(
         .await?;
     }
     Ok(())
+}
+
+/// Creates `login`'s role or brings its password up to date, with no power but logging in.
+/// The password is sent as a SCRAM verifier computed here.
+async fn create_or_update_role(tx: &deadpool_postgres::Transaction<'_>, login: &Login) -> Result<(), StoreError> {
+    let verifier = postgres_protocol::password::scram_sha_256(login.password.as_bytes());
+    let exists = tx.query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&login.username]).await?.is_some();
+    let verb = if exists { "ALTER" } else { "CREATE" };
+    // Identifiers and literals quoted by the server itself.
+    run_composed(
+        tx,
+        &format!(
+            "SELECT format('{verb} ROLE %I WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION \
+                 NOBYPASSRLS PASSWORD %L', $1::text, $2::text)"
+        ),
+        &[&login.username, &verifier],
+    )
+    .await
+}
+
+/// The search function's login: it reads and never writes. Every table of the schema and
+/// every vector table made later (the owner's default privileges) to read, but not chat
+/// attachments, the sweep's cursors or the audit log, which search never reads; no vector
+/// table made or dropped.
+async fn grant_search_login(tx: &deadpool_postgres::Transaction<'_>, search: &Login) -> Result<(), StoreError> {
+    create_or_update_role(tx, search).await?;
+    run_composed(
+        tx,
+        "SELECT format('GRANT CONNECT ON DATABASE %1$I TO %2$I;
+                 REVOKE ALL ON SCHEMA public FROM %2$I;
+                 GRANT USAGE ON SCHEMA public TO %2$I;
+                 REVOKE ALL ON ALL TABLES IN SCHEMA public FROM %2$I;
+                 GRANT SELECT ON ALL TABLES IN SCHEMA public TO %2$I;
+                 ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO %2$I;
+                 REVOKE ALL ON chat_files, sweep_cursors, audit_log FROM %2$I;
+                 REVOKE EXECUTE ON FUNCTION sluice_create_vector_table(text, integer, regconfig) FROM %2$I;
+                 REVOKE EXECUTE ON FUNCTION sluice_drop_vector_table(text) FROM %2$I;',
+                 current_database(), $1::text)",
+        &[&search.username],
+    )
+    .await
 }
 
 async fn online_upgrades(

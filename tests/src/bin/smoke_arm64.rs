@@ -96,6 +96,7 @@ fn bindings(provisioned: &sluice_local::resources::Provisioned) -> Bindings {
         ("ExtractFunction", EXTRACT_FUNCTION.to_owned()),
         ("AppLoginSecret", required("SLUICE_DB_SECRET_ID")),
         ("VectorLoginSecret", required("SLUICE_DB_VECTOR_SECRET_ID")),
+        ("SearchLoginSecret", required("SLUICE_DB_SEARCH_SECRET_ID")),
         ("AWS::AccountId", ACCOUNT.to_owned()),
         ("AWS::Region", required("AWS_REGION")),
         ("AWS::Partition", "aws".to_owned()),
