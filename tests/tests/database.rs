@@ -175,11 +175,9 @@ async fn the_migrate_step_is_idempotent_and_leaves_the_app_login_least_privilege
     let search = sluice_store::connect_once(&target, &stack.search_login).await.expect("search login");
     for table in ["rag_probe", "rag_later", "knowledge_bases", "kb_grants", "secrets", "embedding_endpoints"] {
         search.batch_execute(&format!("SELECT count(*) FROM {table}")).await.expect("search reads it");
-        for statement in [
-            format!("DELETE FROM {table}"),
-            format!("INSERT INTO {table} DEFAULT VALUES"),
-            format!("TRUNCATE {table}"),
-        ] {
+        for statement in
+            [format!("DELETE FROM {table}"), format!("INSERT INTO {table} DEFAULT VALUES"), format!("TRUNCATE {table}")]
+        {
             assert_eq!(code(search.batch_execute(&statement).await.expect_err("refused")), insufficient, "{statement}");
         }
     }
