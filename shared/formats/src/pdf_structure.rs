@@ -44,6 +44,9 @@ const MAX_SIZE_LEVELS: usize = 5;
 const MAX_HEADING_CHARS: usize = 200;
 /// The longest bold line of body size that is read as a heading.
 const MAX_BOLD_HEADING_CHARS: usize = 100;
+/// The fewest letters a heading holds: a lone letter or number in large type is a figure's
+/// label or an axis's tick, not a section's name.
+const MIN_HEADING_LETTERS: usize = 2;
 /// A text layer's columns are read as columns only when at least this many line heights
 /// wide: narrower ones are a table's, told apart by its cells.
 const TEXT_COLUMN_WIDTH: f32 = 15.0;
@@ -380,6 +383,10 @@ impl Style {
         let chars: usize = spans.iter().map(|s| s.text.chars().count()).sum();
         let first = spans.first()?;
         if chars > MAX_HEADING_CHARS || spans.iter().any(|s| size_key(s.size) != size_key(first.size)) {
+            return None;
+        }
+        let letters = spans.iter().flat_map(|s| s.text.chars()).filter(|c| c.is_alphabetic()).count();
+        if letters < MIN_HEADING_LETTERS {
             return None;
         }
         if let Some(rank) = self.heading_sizes.iter().position(|&key| key == size_key(first.size)) {
@@ -732,6 +739,19 @@ mod tests {
             "# Harbour survey\n\n## Dredging\n\nThe channel is dredged every spring before the ferries run. Silt is taken to \
              the northern bank.\n\n### Costs\n\nThe council pays for the work from harbour dues."
         );
+    }
+
+    #[test]
+    fn a_lone_letter_or_number_in_large_type_is_no_heading() {
+        // A figure's labels set as large as a heading: "T" and "10" are read as text.
+        let text = written(vec![page(vec![
+            span(72.0, 80.0, "Harbour survey", 20.0, true),
+            span(72.0, 110.0, "Tides", 14.0, false),
+            span(200.0, 130.0, "T", 14.0, false),
+            span(72.0, 160.0, "The tide rises twice a day at the northern quay.", 10.0, false),
+            span(200.0, 190.0, "10", 14.0, false),
+        ])]);
+        assert_eq!(text, "# Harbour survey\n\n## Tides\n\nT\n\nThe tide rises twice a day at the northern quay.\n\n10");
     }
 
     #[test]
