@@ -101,15 +101,33 @@ pub fn path_at(paths: &[(usize, Vec<String>)], offset: usize) -> &[String] {
     after.checked_sub(1).map_or(&[], |i| paths[i].1.as_slice())
 }
 
-/// A document's title from its file name: the name without its extension (the parsers do
-/// not read titles from documents' own metadata yet).
+/// A document's title from its file name: the name without its extension, where it reads as
+/// words; empty where it reads as an id (`scan0001`, `IMG_2231`, `cran-17`, a UUID), whose
+/// characters before every chunk would only mislead the vector leg. (The parsers do not
+/// read titles from documents' own metadata yet.)
 pub fn title_from_filename(filename: &str) -> String {
     let name = filename.rsplit(['/', '\\']).next().unwrap_or(filename);
     let stem = match name.rsplit_once('.') {
         Some((stem, _)) if !stem.is_empty() => stem,
         _ => name,
     };
-    stem.trim().to_owned()
+    let stem = stem.trim();
+    if reads_as_words(stem) { stem.to_owned() } else { String::new() }
+}
+
+/// Whether a file name's stem reads as words: two words or more (a word: three letters or
+/// more, a vowel among them, no digit), or one word and nothing that holds a digit.
+fn reads_as_words(stem: &str) -> bool {
+    let tokens: Vec<&str> = stem.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()).collect();
+    let is_word = |t: &str| {
+        t.chars().count() >= 3
+            && t.chars().all(char::is_alphabetic)
+            // A vowel, or a letter outside ASCII (accented, or of a script without them).
+            && t.chars().any(|c| "aeiouyAEIOUY".contains(c) || !c.is_ascii())
+    };
+    let words = tokens.iter().filter(|t| is_word(t)).count();
+    let with_digits = tokens.iter().any(|t| t.chars().any(|c| c.is_ascii_digit()));
+    words >= 2 || (words == 1 && !with_digits)
 }
 
 /// The context a chunk is indexed by under `setting`: the title, then the heading path
@@ -128,6 +146,23 @@ pub fn chunk_context(setting: ChunkContext, title: &str, headings: &[String]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_name_is_a_title_only_where_it_reads_as_words() {
+        for (name, title) in [
+            ("Centrifugal Pump.md", "Centrifugal Pump"),
+            ("harbour-report_2023.pdf", "harbour-report_2023"),
+            ("pilots.txt", "pilots"),
+            ("reports/Quarterly review.docx", "Quarterly review"),
+            ("scan0001.pdf", ""),
+            ("IMG_2231.png", ""),
+            ("cran-17.txt", ""),
+            ("3f2a9c1e-77b0-4c3e-9d21-0a5b6c7d8e9f.pdf", ""),
+            ("DSC_0042.jpg", ""),
+        ] {
+            assert_eq!(title_from_filename(name), title, "{name}");
+        }
+    }
 
     #[test]
     fn a_markdown_heading_path_follows_levels_and_skips_code_fences() {
