@@ -412,29 +412,24 @@ pub async fn search_bases(
         Mode::Vector | Mode::Keyword => f.hit.score,
     };
     hits.sort_by(|a, b| best_first(&a.1, &b.1, order));
-    // Grouped: each document's best chunk leads, its other hits ride along as citations.
-    let mut citations: Vec<Vec<Value>> = Vec::new();
-    if by_document {
-        let mut leaders: Vec<(String, Fused)> = Vec::new();
-        let mut place: BTreeMap<(String, Uuid), usize> = BTreeMap::new();
-        for (collection, fused) in hits {
-            match place.get(&(collection.clone(), fused.hit.document_id)) {
-                Some(&at) => citations[at].push(citation(&fused, order(&fused))),
-                None => {
-                    place.insert((collection.clone(), fused.hit.document_id), leaders.len());
-                    leaders.push((collection, fused));
-                    citations.push(Vec::new());
-                }
+    // Each hit with the citations it carries: grouped, each document's best chunk leads and
+    // its other hits ride along; otherwise every hit stands alone, citing nothing.
+    let mut answered: Vec<(String, Fused, Vec<Value>)> = Vec::new();
+    let mut leader_of: BTreeMap<(String, Uuid), usize> = BTreeMap::new();
+    for (collection, fused) in hits {
+        let key = (collection.clone(), fused.hit.document_id);
+        match leader_of.get(&key).filter(|_| by_document) {
+            Some(&at) => answered[at].2.push(citation(&fused, order(&fused))),
+            None => {
+                leader_of.insert(key, answered.len());
+                answered.push((collection, fused, Vec::new()));
             }
         }
-        hits = leaders;
     }
-    hits.truncate(usize::try_from(top_k).unwrap_or(usize::MAX));
-    let mut citations = citations.into_iter();
-    let results: Vec<Value> = hits
+    answered.truncate(usize::try_from(top_k).unwrap_or(usize::MAX));
+    let results: Vec<Value> = answered
         .into_iter()
-        .map(|(collection, fused)| {
-            let cited = citations.next();
+        .map(|(collection, fused, cited)| {
             let score = order(&fused);
             let why = explain.then(|| {
                 let place = |p: Option<LegPlace>| p.map(|p| json!({"rank": p.rank, "score": p.score}));
@@ -463,7 +458,7 @@ pub async fn search_bases(
             if let Some(why) = why {
                 result["explain"] = why;
             }
-            if let Some(cited) = cited {
+            if by_document {
                 result["citations"] = Value::Array(cited);
             }
             result

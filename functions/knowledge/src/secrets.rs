@@ -63,7 +63,7 @@ async fn api_key(
                 Some(id) => state.db.embedding_endpoint(id).await?,
                 None => None,
             };
-            let Some(endpoint) = endpoint.filter(|e| e.org_id.is_none() || e.org_id == caller.org_id) else {
+            let Some(endpoint) = endpoint.filter(|e| e.serves(caller.org_id)) else {
                 return Err(invalid(
                     "provider",
                     format!("{provider:?} names no endpoint registered for your organization"),

@@ -401,7 +401,6 @@ pub async fn patch(
     }
     fields::only(&body, SOURCE_FIELDS)?;
     let before = (source.event_driven, source.location.clone(), source.role_arn.clone(), source.secret_id);
-    let moved_from = source.location.clone();
     apply_fields(state, caller, &base, &body, &mut source).await?;
     within_caps(state, &base, &source, false).await?;
     let after = (source.event_driven, source.location.clone(), source.role_arn.clone(), source.secret_id);
@@ -410,7 +409,7 @@ pub async fn patch(
     }
     let who = Audit { actor_id: caller.user_id, previous_collection: None };
     // A move is audited as one: who pointed the source's credential at what.
-    let action = if source.location != moved_from { "sync_source.moved" } else { "sync_source.updated" };
+    let action = if source.location != before.1 { "sync_source.moved" } else { "sync_source.updated" };
     if !state.db.update_sync_source(&source, &who, action).await? {
         return Err(KnowledgeError::Missing("Sync source"));
     }

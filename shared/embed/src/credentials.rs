@@ -93,7 +93,7 @@ pub async fn target_for(
             // Only the deployment's services and the base's own organization's: a row naming
             // another organization's service (however it got there) embeds nowhere.
             let endpoint = match base.embedding_endpoint_id {
-                Some(id) => db.embedding_endpoint(id).await?.filter(|e| e.org_id.is_none() || e.org_id == base.org_id),
+                Some(id) => db.embedding_endpoint(id).await?.filter(|e| e.serves(base.org_id)),
                 None => None,
             };
             let Some(endpoint) = endpoint else {

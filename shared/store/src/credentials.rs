@@ -52,6 +52,11 @@ impl EmbeddingEndpoint {
     pub fn is_deployment_wide(&self) -> bool {
         self.org_id.is_none()
     }
+
+    /// Whether something of `org` may name it: the deployment's, or that organization's own.
+    pub fn serves(&self, org: Option<Uuid>) -> bool {
+        self.is_deployment_wide() || self.org_id == org
+    }
 }
 
 const SECRET_COLUMNS: &str = "id, name, kind, provider, visibility, owner_id, org_id, kind_bound, created_at";

@@ -37,7 +37,7 @@ pub async fn check_lendable(
         }
     }
     if let Some(endpoint_id) = setting.endpoint_id {
-        let endpoint = db.embedding_endpoint(endpoint_id).await?.filter(|e| e.org_id.is_none() || e.org_id == org);
+        let endpoint = db.embedding_endpoint(endpoint_id).await?.filter(|e| e.serves(org));
         let Some(endpoint) = endpoint else {
             return Ok(Err(refused(
                 "endpoint_id",
@@ -121,7 +121,7 @@ pub async fn target_for(
             Some(p) => (p.base_url.clone(), p.id == "openai"),
             None => return Ok(Err(Unusable::NoEndpoint)),
         },
-        (None, Some(id)) => match db.embedding_endpoint(id).await?.filter(|e| e.org_id.is_none() || e.org_id == org) {
+        (None, Some(id)) => match db.embedding_endpoint(id).await?.filter(|e| e.serves(org)) {
             Some(endpoint) => (endpoint.base_url, false),
             None => return Ok(Err(Unusable::NoEndpoint)),
         },
