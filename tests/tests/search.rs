@@ -628,7 +628,8 @@ async fn a_chunk_is_embedded_and_found_by_its_title_and_headings_and_a_reindex_p
     let (status, base) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
     assert_eq!(status, 201, "{base}");
     let kb = base["id"].as_str().expect("id").to_owned();
-    let text = "# Maintenance\nRoutine work on the pump, part by part.\n## Seals\nThey wear with every start; check them for weeping at the shaft.\n\n\
+    // Sections (`##`), no title heading (`#`): the file name titles the document.
+    let text = "## Maintenance\nRoutine work on the pump, part by part.\n### Seals\nThey wear with every start; check them for weeping at the shaft.\n\n\
                 Replace them every spring, before the irrigation season starts in earnest.\n\n\
                 Order spares a month ahead: the supplier takes three weeks to ship them.\n";
     stack.upload_document(&user, &kb, "Centrifugal Pump.md", text.as_bytes()).await;
@@ -637,7 +638,7 @@ async fn a_chunk_is_embedded_and_found_by_its_title_and_headings_and_a_reindex_p
     // What was embedded: the title, the heading path, then the chunk.
     let embedded = stub.input_texts();
     assert!(embedded.len() >= 4, "{embedded:?}");
-    assert!(embedded[0].starts_with("Centrifugal Pump\nMaintenance\n\n# Maintenance"), "{embedded:?}");
+    assert!(embedded[0].starts_with("Centrifugal Pump\nMaintenance\n\n## Maintenance"), "{embedded:?}");
     for input in &embedded[1..] {
         assert!(input.starts_with("Centrifugal Pump\nMaintenance > Seals\n\n"), "{input:?}");
     }

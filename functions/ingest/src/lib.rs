@@ -18,8 +18,9 @@ mod error;
 pub use error::IngestError;
 
 use sluice_blob::{Blob, BlobError};
-use sluice_chunk::chunk;
+use sluice_chunk::chunk_to_fit;
 use sluice_domain::Config;
+use sluice_domain::catalog::Model;
 use sluice_domain::ingestion::{IngestionConfig, OutputFormat};
 use sluice_embed::client::{RetryPolicy, Target, embed};
 use sluice_embed::credentials::target_for;
@@ -200,7 +201,7 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
     let model = base.model();
     let config =
         IngestionConfig::from_stored(Some(&document.ingestion_config), model).unwrap_or_else(|_| base.chunking());
-    let chunks = contextual_chunks(&text, &config, document);
+    let chunks = contextual_chunks(&text, &config, document, model);
     // Counted, never hidden: a chunk the model cuts is embedded by its start alone.
     let truncated = model.map_or(0, |model| chunks.iter().filter(|c| !tokens::read_whole(model, &c.embedded)).count());
     if truncated > 0 {
@@ -322,15 +323,31 @@ struct ContextualChunk {
     section: Option<(&'static str, serde_json::Value)>,
 }
 
-/// The document's non-blank chunks under `config`, each with its context.
-fn contextual_chunks(text: &str, config: &IngestionConfig, document: &Document) -> Vec<ContextualChunk> {
-    use sluice_chunk::context::{Outline, chunk_context, heading_paths, path_at, title_from_filename};
+/// The document's non-blank chunks under `config`, each with its context; each chunk
+/// `model` would not read whole, context and all, is split until it does.
+fn contextual_chunks(
+    text: &str,
+    config: &IngestionConfig,
+    document: &Document,
+    model: Option<&Model>,
+) -> Vec<ContextualChunk> {
+    use sluice_chunk::context::{Outline, chunk_context, heading_paths, path_at};
     let outline = Outline::of(&document.filetype, document.parsed_format == Some(OutputFormat::Markdown));
     let paths = heading_paths(text, outline);
-    let title = title_from_filename(&document.filename);
+    let title = indexed_title(document);
+    // What the model embeds: the context, a blank line, the text.
+    let embedded = |chunk: &sluice_chunk::Chunk| {
+        let context = chunk_context(config.chunk_context, &title, path_at(&paths, chunk.start));
+        let embedded = match &context {
+            Some(context) => format!("{context}\n\n{}", chunk.text),
+            None => chunk.text.clone(),
+        };
+        (context, embedded)
+    };
+    let fits = |chunk: &sluice_chunk::Chunk| model.is_none_or(|model| tokens::read_whole(model, &embedded(chunk).1));
     // Character offsets counted once through the text: chunks come in order.
     let (mut byte_at, mut char_at) = (0usize, 0usize);
-    chunk(text, config)
+    chunk_to_fit(text, config, fits)
         .into_iter()
         .filter(|c| !c.text.trim().is_empty())
         .map(|chunk| {
@@ -341,11 +358,7 @@ fn contextual_chunks(text: &str, config: &IngestionConfig, document: &Document) 
             byte_at = chunk.start;
             let chars = (char_at, char_at + text.get(chunk.start..chunk.end).map_or(0, |t| t.chars().count()));
             let heading = path_at(&paths, chunk.start).to_vec();
-            let context = chunk_context(config.chunk_context, &title, &heading);
-            let embedded = match &context {
-                Some(context) => format!("{context}\n\n{}", chunk.text),
-                None => chunk.text.clone(),
-            };
+            let (context, embedded) = embedded(&chunk);
             // A deck's or a workbook's section, whether its text marks it as text does
             // (`--- Slide N ---`, `Sheet: name`) or as markdown (`## Slide N — title`,
             // `## Sheet: name`).
@@ -430,10 +443,23 @@ async fn embed_within(
 /// the pages it came from (`pages`: first and last, for PDF and TIFF), whether OCR read it,
 /// whether it holds an image's description (`image_described`), and where the document's
 /// date came from.
+/// The title a document's chunks are indexed and shown with: the one its parse found, else
+/// (a document parsed before titles were recorded) its file name where that reads as words.
+fn indexed_title(document: &Document) -> String {
+    match &document.title {
+        Some((title, _)) => title.clone(),
+        None => sluice_chunk::context::title_from_filename(&document.filename),
+    }
+}
+
 fn chunk_metadata(start: usize, end: usize, chars: (usize, usize), document: &Document) -> serde_json::Value {
     let (char_start, char_end) = chars;
     let mut metadata = serde_json::json!({"start": start, "end": end, "char_start": char_start,
         "char_end": char_end, "date_source": document.date_source});
+    let title = indexed_title(document);
+    if !title.is_empty() {
+        metadata["title"] = serde_json::json!(title);
+    }
     if let Some(pages) = pages_of(&document.page_starts, start, end) {
         metadata["pages"] = serde_json::json!(pages);
     }

@@ -450,6 +450,7 @@ pub async fn search_bases(
                 "collection": collection,
                 "document_id": hit.document_id,
                 "filename": hit.filename,
+                "title": metadata.get("title"),
                 "chunk_index": hit.chunk_index,
                 "content": hit.content,
                 "score": score,

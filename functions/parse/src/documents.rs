@@ -204,6 +204,7 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
         (OutputFormat::Text, "text/plain; charset=utf-8")
     };
     let own_date = extraction.date;
+    let metadata_title = extraction.title;
     let unreadable = extraction.unreadable;
     let read = Parsed {
         text: extraction.text.unwrap_or_default(),
@@ -228,6 +229,14 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
     if extraction.truncated {
         tracing::warn!(id = %document.id, max_chars, "document text cut at the budget");
     }
+    let outline = sluice_chunk::context::Outline::of(&document.filetype, format == OutputFormat::Markdown);
+    let title = sluice_chunk::context::document_title(
+        metadata_title.as_deref(),
+        &text,
+        outline,
+        &document.filetype,
+        &document.filename,
+    );
     let parsed = parsed_key(document);
     state.blob.put_encrypted(&parsed, bytes::Bytes::from(text), content_type).await?;
     let recorded = ParsedText {
@@ -240,6 +249,7 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
         image_spans: &image_spans,
         images: described.report,
         parser_pages,
+        title: title.map(|(title, source)| (title, source.as_str())),
     };
     if !state.db.set_parsed_path(document.id, &recorded).await? {
         // Deleted while it was parsed: what was just written is garbage. The removal is

@@ -137,6 +137,7 @@ async fn one_file(
         document_date: now.date(),
         date_source: "upload".to_owned(),
         truncated_chunks: 0,
+        title: None,
         content_hash: Some(hash.clone()),
         ingestion_config: base.ingestion_config.clone().unwrap_or_else(|| serde_json::json!({})),
         replace_previous: false,

@@ -11,6 +11,10 @@
 //! nothing. Every chunk is a contiguous span of the text, in order; together they cover it
 //! with no gap, so the text is the first chunk followed by each next chunk minus its
 //! overlap.
+//!
+//! `chunk_size` is in characters, as the seed says, and a model reads tokens: `chunk_to_fit`
+//! splits again, at smaller sizes, each chunk the caller's model would not read whole (its
+//! title and heading context counted in), so no chunk's end is invisible to the vector leg.
 
 pub mod context;
 
@@ -48,6 +52,43 @@ pub fn chunk(text: &str, config: &IngestionConfig) -> Vec<Chunk> {
             .into_iter()
             .flat_map(|(start, end)| split_span(text, start, end, RECURSIVE_SEPARATORS, size, overlap))
             .collect(),
+    }
+}
+
+/// The smallest size `chunk_to_fit` splits down to: a chunk this short that still does not
+/// fit is kept (its context alone fills the model's window) and counted by the caller.
+const MIN_FIT_CHARS: usize = 16;
+
+/// Splits `text` under `config`, then splits each chunk `fits` refuses again with the
+/// recursive separators at three quarters of the size, and so on, until every chunk fits (or
+/// is `MIN_FIT_CHARS` long). The overlap shrinks in proportion. The chunks still cover the
+/// text in order with no gap; a chunk that fits is exactly what `chunk` makes.
+pub fn chunk_to_fit(text: &str, config: &IngestionConfig, fits: impl Fn(&Chunk) -> bool) -> Vec<Chunk> {
+    let size = config.chunk_size.max(1) as usize;
+    let overlap = (config.chunk_overlap as usize).min(size - 1);
+    let mut fitted = Vec::new();
+    for chunk in chunk(text, config) {
+        fit(text, chunk, (size, overlap), &fits, &mut fitted);
+    }
+    fitted
+}
+
+fn fit(
+    text: &str,
+    chunk: Chunk,
+    (size, overlap): (usize, usize),
+    fits: &impl Fn(&Chunk) -> bool,
+    out: &mut Vec<Chunk>,
+) {
+    let chars = chunk.text.chars().count();
+    if chars <= MIN_FIT_CHARS || fits(&chunk) {
+        out.push(chunk);
+        return;
+    }
+    let smaller = (chars.min(size) * 3 / 4).max(MIN_FIT_CHARS);
+    let overlap = overlap * smaller / size.max(1);
+    for piece in split_span(text, chunk.start, chunk.end, RECURSIVE_SEPARATORS, smaller, overlap) {
+        fit(text, Chunk { oversize: false, ..piece }, (smaller, overlap), fits, out);
     }
 }
 
@@ -211,6 +252,33 @@ mod tests {
             texts(&chunks),
             ["# Title\nintro\n", "## Part one\nbody one\n```\n# not a heading\n```\n", "## Part two\nbody two\n"]
         );
+    }
+
+    #[test]
+    fn a_chunk_that_does_not_fit_is_split_until_it_does_and_the_text_stays_covered() {
+        let text = "alpha beta gamma delta\n\nepsilon zeta eta theta iota kappa lambda mu\nnu xi omicron";
+        let config = config(60, 10, ChunkingStrategy::Recursive);
+        // A model that reads at most five words (the caller's count).
+        let fits = |c: &Chunk| c.text.split_whitespace().count() <= 5;
+        let fitted = chunk_to_fit(text, &config, fits);
+        assert!(fitted.iter().all(fits), "{:?}", texts(&fitted));
+        assert!(fitted.len() > chunk(text, &config).len());
+        let mut covered = 0;
+        for piece in &fitted {
+            assert!(piece.start <= covered && piece.end > covered, "in order, no gap: {:?}", texts(&fitted));
+            assert_eq!(piece.text, text[piece.start..piece.end]);
+            covered = piece.end;
+        }
+        assert_eq!(covered, text.len());
+        // Where everything fits, nothing changes.
+        assert_eq!(chunk_to_fit(text, &config, |_| true), chunk(text, &config));
+    }
+
+    #[test]
+    fn a_chunk_that_can_never_fit_stops_at_a_few_characters() {
+        let text = "word ".repeat(40);
+        let fitted = chunk_to_fit(&text, &config(100, 0, ChunkingStrategy::Fixed), |_| false);
+        assert!(fitted.iter().all(|c| c.text.chars().count() <= MIN_FIT_CHARS), "{:?}", texts(&fitted));
     }
 
     #[test]

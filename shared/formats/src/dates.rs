@@ -100,7 +100,7 @@ pub fn package_created(container: &mut Container<'_>) -> Option<OwnDate> {
 }
 
 /// The text of the first element whose local name is `local` (any prefix).
-fn element_text(xml: &[u8], local: &str) -> Option<String> {
+pub(crate) fn element_text(xml: &[u8], local: &str) -> Option<String> {
     let (mut inside, mut found) = (false, None::<String>);
     let walked = crate::xml::walk::<crate::xml::XmlError>(xml, |node| {
         match node {

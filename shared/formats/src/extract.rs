@@ -46,6 +46,9 @@ pub struct Extraction {
     /// The date the file's own metadata gives, when it gives one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub date: Option<OwnDate>,
+    /// The title the file's own metadata gives, as written (`titles`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     /// Where each page begins in `text` (PDF pages, TIFF pages read by OCR): (page number
     /// from 1, byte offset), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -289,6 +292,7 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
             "pdf" => crate::pdf::pdf(bytes, &mut budget, options, scanner.as_mut(), images.as_mut()).map(|stats| {
                 extraction.pages = Some(stats.pages);
                 extraction.date = stats.date;
+                extraction.title = stats.title;
                 extraction.page_starts = stats.page_starts;
             }),
             "docx" | "pptx" | "odt" | "odp" | "ods" | "xlsx" | "xlsm" | "epub" => {
@@ -307,12 +311,18 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
                         }
                     };
                     // A package whose properties cannot be read keeps the upload's day.
-                    extraction.date = if read.is_ok() { dates::package_created(&mut container) } else { None };
+                    if read.is_ok() {
+                        extraction.date = dates::package_created(&mut container);
+                        extraction.title = crate::titles::package_title(&mut container);
+                    }
                     read
                 })
             }
             "xls" => sheets::xls(bytes, &mut budget, options.markdown).map(|s| extraction.cells = Some(s.cells)),
-            "msg" => crate::msg::msg(bytes, &mut budget).map(|date| extraction.date = date),
+            "msg" => crate::msg::msg(bytes, &mut budget).map(|message| {
+                extraction.date = message.date;
+                extraction.title = message.subject;
+            }),
             "doc" => crate::doc::doc(bytes, &mut budget, options.markdown),
             // An RTF file's text, in the code page it names (Windows-1252 unless it says).
             "rtf" => budget.push(&crate::markup::rtf_to_text(bytes, encoding_rs::WINDOWS_1252)).or(Ok(())),

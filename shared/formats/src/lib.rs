@@ -26,6 +26,7 @@ pub mod sheets;
 pub mod sniff;
 pub mod text;
 pub mod tiff_pages;
+pub mod titles;
 pub mod xml;
 
 mod check;

@@ -110,8 +110,16 @@ fn filetime(ticks: u64) -> Option<String> {
     at.format(&time::format_description::well_known::Rfc2822).ok()
 }
 
-/// Reads a `.msg` into the budget; the message's own date (sent, else delivered) when it has one.
-pub fn msg(bytes: &[u8], budget: &mut TextBudget) -> Result<Option<OwnDate>, ReadError> {
+/// What a message's properties say of it besides its text.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MessageFacts {
+    /// Sent, else delivered.
+    pub date: Option<OwnDate>,
+    pub subject: Option<String>,
+}
+
+/// Reads a `.msg` into the budget; the message's own date and subject when it has them.
+pub fn msg(bytes: &[u8], budget: &mut TextBudget) -> Result<MessageFacts, ReadError> {
     let mut file = cfb::CompoundFile::open(Cursor::new(bytes))
         .map_err(|e| ReadError::Unreadable(format!("not a readable Outlook message: {e}")))?;
     if !file.is_stream("/__properties_version1.0") && !file.is_stream("/__nameid_version1.0/__substg1.0_00020102") {
@@ -132,9 +140,13 @@ pub fn msg(bytes: &[u8], budget: &mut TextBudget) -> Result<Option<OwnDate>, Rea
         (None, Some(email)) => header.push_str(&format!("From: {email}\n")),
         (None, None) => {}
     }
+    let mut subject = None;
     for (label, id) in [("To", DISPLAY_TO), ("Cc", DISPLAY_CC), ("Subject", SUBJECT)] {
         if let Some(value) = string_property(&mut file, root, id, encoding).filter(|s| !s.is_empty()) {
             header.push_str(&format!("{label}: {value}\n"));
+            if id == SUBJECT {
+                subject = crate::titles::tidy(&value);
+            }
         }
     }
     let sent = [CLIENT_SUBMIT_TIME, DELIVERY_TIME]
@@ -165,7 +177,7 @@ pub fn msg(bytes: &[u8], budget: &mut TextBudget) -> Result<Option<OwnDate>, Rea
         Ok(())
     })();
     match result {
-        Ok(()) | Err(Stop::Budget) => Ok(own_date),
+        Ok(()) | Err(Stop::Budget) => Ok(MessageFacts { date: own_date, subject }),
         Err(Stop::Time) => Err(ReadError::Time),
     }
 }

@@ -67,6 +67,8 @@ pub struct PdfStats {
     pub pages_read: u32,
     /// The document's own date, from its Info dictionary.
     pub date: Option<OwnDate>,
+    /// The Info dictionary's `Title`.
+    pub title: Option<String>,
     /// Where each page read begins in the text: (page number from 1, byte offset).
     pub page_starts: Vec<(u32, usize)>,
 }
@@ -146,6 +148,7 @@ pub fn pdf(
         pages: pages.len().max(0) as u32,
         pages_read: 0,
         date: own_date(&document),
+        title: document.metadata().get(PdfDocumentMetadataTagType::Title).and_then(|t| crate::titles::tidy(t.value())),
         page_starts: Vec::new(),
     };
     let max_pages = max_pages.clamp(1, MAX_PAGES);

@@ -72,7 +72,7 @@ struct Job {
 /// The one JSON line a worker writes (nothing else may reach its stdout).
 #[derive(Debug, Serialize, Deserialize)]
 enum Reply {
-    Extracted(Extraction),
+    Extracted(Box<Extraction>),
     Refused(Refusal),
 }
 
@@ -346,7 +346,7 @@ fn answer(kind: &FileKind, ended: Ended, hard_time_limit: Duration, memory_bytes
         match ended {
             Ended::Replied(reply) => {
                 return match *reply {
-                    Reply::Extracted(extraction) => Ok(extraction),
+                    Reply::Extracted(extraction) => Ok(*extraction),
                     Reply::Refused(refusal) => Err(refusal),
                 };
             }
@@ -428,7 +428,7 @@ fn serve(
         return Err(format!("the job ended after {} of {} bytes", bytes.len(), job.file_bytes));
     }
     let reply = match extract(kind, &bytes, &job.options) {
-        Ok(extraction) => Reply::Extracted(extraction),
+        Ok(extraction) => Reply::Extracted(Box::new(extraction)),
         Err(refusal) => Reply::Refused(refusal),
     };
     serde_json::to_writer(&mut stdout, &reply).map_err(|e| e.to_string())?;

@@ -45,6 +45,8 @@ pub struct Document {
     pub date_source: String,
     /// Chunks longer than the embedding model reads whole (counted, never hidden).
     pub truncated_chunks: i32,
+    /// The title the parse found and where (`metadata`, `heading`, `first_line`, `filename`).
+    pub title: Option<(String, String)>,
     pub content_hash: Option<String>,
     pub ingestion_config: serde_json::Value,
     /// Once indexed, it retires the base's earlier documents of the same filename.
@@ -79,7 +81,7 @@ const DOCUMENT_COLUMNS: &str = "id, collection_name, kb_id, org_id, owner_id, fi
     organizational_unit, source, document_date, content_hash, ingestion_config, replace_previous, created_at, \
     completed_at, source_path, sync_source_id, sync_run_id, source_etag, replaces_document_id, ocr_spans, date_source, \
     truncated_chunks, bytes_judged, parsed_format, ocr_low_confidence_lines, page_starts, image_spans, images, parser_job_id, \
-    parser_job_started_at, parser_pages, reparse_pending";
+    parser_job_started_at, parser_pages, reparse_pending, title, title_source";
 
 fn document(row: &Row) -> Document {
     Document {
@@ -110,6 +112,7 @@ fn document(row: &Row) -> Document {
         document_date: row.get("document_date"),
         date_source: row.get("date_source"),
         truncated_chunks: row.get("truncated_chunks"),
+        title: row.get::<_, Option<String>>("title").zip(row.get("title_source")),
         content_hash: row.get("content_hash"),
         ingestion_config: row.get("ingestion_config"),
         replace_previous: row.get("replace_previous"),
@@ -152,6 +155,8 @@ pub struct ParsedText<'a> {
     pub images: Option<serde_json::Value>,
     /// The pages a cloud parser parsed.
     pub parser_pages: Option<u32>,
+    /// The document's title and where it was found (`TitleSource::as_str`).
+    pub title: Option<(String, &'a str)>,
 }
 
 /// Where a synced document came from: the source whose credential fetches it, the run
@@ -189,6 +194,8 @@ impl Document {
             "kb_id": self.kb_id,
             "collection_name": self.collection_name,
             "filename": self.filename,
+            "title": self.title.as_ref().map(|(title, _)| title),
+            "title_source": self.title.as_ref().map(|(_, source)| source),
             "filesize": self.filesize,
             "filetype": self.filetype,
             "mime_type": self.mime_type,
@@ -513,7 +520,7 @@ impl Db {
                 "UPDATE rag_documents SET parsed_path = $2, parsed_format = $6, ocr_spans = $3, \
                  ocr_low_confidence_lines = $7, page_starts = $8, document_date = coalesce($4, document_date), \
                  date_source = coalesce($5, date_source), image_spans = $9, images = $10, parser_pages = $11, \
-                 reparse_pending = false \
+                 reparse_pending = false, title = $12, title_source = $13 \
                  WHERE id = $1",
                 &[
                     &id,
@@ -527,6 +534,8 @@ impl Db {
                     &image_spans,
                     &parsed.images,
                     &parsed.parser_pages.map(|p| i32::try_from(p).unwrap_or(i32::MAX)),
+                    &parsed.title.as_ref().map(|(title, _)| title),
+                    &parsed.title.as_ref().map(|(_, source)| source),
                 ],
             )
             .await?;

@@ -31,6 +31,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (20, "providers", include_str!("../migrations/0020_providers.sql")),
     (21, "reparse_pending", include_str!("../migrations/0021_reparse_pending.sql")),
     (22, "descriptions_by_target", include_str!("../migrations/0022_descriptions_by_target.sql")),
+    (23, "document_titles", include_str!("../migrations/0023_document_titles.sql")),
 ];
 
 /// The schema version this build's code is written against.
