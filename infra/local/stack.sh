@@ -251,6 +251,10 @@ ENV
     # LlamaParse is the tests' stand-in at a fixed address; a delivery polls its job for 3 s.
     echo "export SLUICE_LLAMAPARSE_URL=http://127.0.0.1:31011 SLUICE_LLAMAPARSE_STAND_IN_ADDR=127.0.0.1:31011"
     echo "export SLUICE_PARSER_POLL_SECS=3"
+    # Cohere's rerank API and Bedrock's Rerank are the tests' one stand-in at a fixed address
+    # (the SDK honours the service's own endpoint variable; every other service stays moto).
+    echo "export SLUICE_COHERE_URL=http://127.0.0.1:31012/v2 AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME=http://127.0.0.1:31012"
+    echo "export SLUICE_RERANK_STAND_IN_ADDR=127.0.0.1:31012"
   fi
 }
 

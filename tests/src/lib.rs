@@ -7,6 +7,7 @@ pub mod built_template;
 pub mod contract;
 pub mod llamaparse_stand_in;
 pub use sluice_local::runtime_api;
+pub mod rerank_stand_in;
 pub mod s3_fault_proxy;
 pub mod stub;
 pub mod vectors;

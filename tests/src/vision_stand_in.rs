@@ -276,7 +276,11 @@ fn error_body(message: &str) -> serde_json::Value {
     serde_json::json!({"error": {"message": message, "type": "invalid_request_error", "code": null}})
 }
 
-fn respond(status: StatusCode, headers: &[(&'static str, String)], body: serde_json::Value) -> Response<Full<Bytes>> {
+pub fn respond(
+    status: StatusCode,
+    headers: &[(&'static str, String)],
+    body: serde_json::Value,
+) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
     *response.status_mut() = status;
     response.headers_mut().insert("content-type", "application/json".parse().expect("value"));

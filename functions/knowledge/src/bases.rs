@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use sluice_domain::access::{self, Access, Scope};
 use sluice_domain::catalog::Model;
 use sluice_domain::ingestion::{IngestionConfig, IngestionConfigError};
+use sluice_domain::rerank::Rerank;
 use sluice_domain::{Caller, catalog, collection};
 use sluice_store::{Claim, Claimant, GrantedBase, KnowledgeBase};
 use sluice_web::json_response;
@@ -36,6 +37,7 @@ pub struct BaseView {
     embedding_base_url: Option<String>,
     ingestion_config: IngestionConfig,
     text_search_language: String,
+    rerank: Option<Rerank>,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
     access: &'static str,
@@ -43,6 +45,7 @@ pub struct BaseView {
 
 pub fn view(base: KnowledgeBase, access: Access) -> BaseView {
     let ingestion_config = base.chunking();
+    let rerank = base.rerank_setting();
     BaseView {
         id: base.id,
         name: base.name,
@@ -59,6 +62,7 @@ pub fn view(base: KnowledgeBase, access: Access) -> BaseView {
         embedding_base_url: base.embedding_base_url,
         ingestion_config,
         text_search_language: base.text_search_language,
+        rerank,
         created_at: base.created_at,
         access: if access == Access::Edit { "edit" } else { "view" },
     }
@@ -92,6 +96,7 @@ const CREATE_FIELDS: &[&str] = &[
     "embedding_base_url",
     "ingestion_config",
     "text_search_language",
+    "rerank",
 ];
 
 /// `text_search_language` as asked: one of PostgreSQL's own configurations.
@@ -139,6 +144,29 @@ async fn ingestion_config(
             Ok(Field::Set(merged.to_value()))
         }
     }
+}
+
+/// A rerank setting from a request's field (`null`: none), checked: its shape, and that the
+/// caller may lend its key and endpoint to a base of `org`.
+async fn rerank_setting(
+    (state, caller, org): (&State, &Caller, Option<Uuid>),
+    body: &Map<String, Value>,
+) -> Result<Field<Value>, KnowledgeError> {
+    let Some(given) = body.get("rerank") else { return Ok(Field::Absent) };
+    let refused = |field: String, why: String| KnowledgeError::InvalidFields {
+        message: format!("{field}: {why}"),
+        fields: vec![(field, why)],
+    };
+    let setting = Rerank::parse(given).map_err(|(field, why)| {
+        let field = if field == "rerank" { field.to_owned() } else { format!("rerank.{field}") };
+        refused(field, why)
+    })?;
+    let Some(setting) = setting else { return Ok(Field::Null) };
+    if let Err((field, why)) = sluice_rerank::target::check_lendable(&state.db, caller, org, &setting).await? {
+        return Err(refused(field, why));
+    }
+    // Strings, ids and a number: it always serializes.
+    Ok(Field::Set(serde_json::to_value(&setting).unwrap_or_default()))
 }
 
 /// The one answer to a claim of a name the caller may not take as asked: held by bases they
@@ -237,6 +265,7 @@ pub async fn create_from(
     };
     let resolved = embedding::resolve(state, caller, scope, org_id, requested, Moment::Create).await?;
     let ingestion = ingestion_config((state, caller, org_id), body, None, resolved.model).await?.or_keep(None);
+    let rerank = rerank_setting((state, caller, org_id), body).await?.or_keep(None);
     // Left out, a name's collection lends the way it reads words, as it lends its embedding.
     let language = match text_search_language(body)? {
         Some(language) => language,
@@ -258,6 +287,7 @@ pub async fn create_from(
         embedding_secret_id: resolved.secret_id,
         ingestion_config: ingestion,
         text_search_language: language,
+        rerank,
         created_at: OffsetDateTime::now_utc(),
     };
     let claimant = Claimant { user_id: caller.user_id, org_id: caller.org_id, app_admin: caller.app_admin };
@@ -331,6 +361,7 @@ const PATCH_FIELDS: &[&str] = &[
     "embedding_base_url",
     "ingestion_config",
     "text_search_language",
+    "rerank",
 ];
 
 /// `PATCH /kb/{id}`: provider, endpoint, base URL, credential and ingestion configuration
@@ -408,6 +439,7 @@ pub async fn patch(
         ingestion_config((state, caller, base.org_id), &body, base.ingestion_config.as_ref(), resolved.model)
             .await?
             .or_keep(base.ingestion_config.clone());
+    let rerank = rerank_setting((state, caller, base.org_id), &body).await?.or_keep(base.rerank.clone());
     let name = match fields::text(&body, "name")? {
         Field::Set(name) => name,
         Field::Null => return Err(invalid("name", "a base always has a name")),
@@ -421,6 +453,7 @@ pub async fn patch(
         embedding_endpoint_id: resolved.endpoint_id,
         embedding_base_url: resolved.base_url,
         ingestion_config: ingestion,
+        rerank,
         ..base
     };
     let stored = state.db.update_knowledge_base(&updated).await?.ok_or(KnowledgeError::NotFound)?;

@@ -12,6 +12,7 @@ mod error;
 mod fields;
 pub mod query_cache;
 mod reindex;
+pub mod rerank;
 pub mod search;
 mod secrets;
 mod sources;
@@ -44,6 +45,9 @@ pub struct State {
     /// The keyless model's query embeddings, kept for this sandbox's life (clones of the
     /// state share them).
     pub query_cache: std::sync::Arc<query_cache::QueryCache>,
+    /// Reranks with Amazon Bedrock as the deployment's own role, in its region.
+    pub bedrock: aws_sdk_bedrockagentruntime::Client,
+    pub region: String,
 }
 
 impl State {
@@ -58,6 +62,8 @@ impl State {
             endpoint_policy: EndpointPolicy { networks: sluice_embed::network::NetworkPolicy::current().clone() },
             dispatcher: Dispatcher::new(sqs, config.job_routes()),
             query_cache: std::sync::Arc::new(query_cache::QueryCache::new(query_cache::QUERY_CACHE_ENTRIES)),
+            bedrock: aws_sdk_bedrockagentruntime::Client::new(sdk),
+            region: sdk.region().map_or_else(|| "us-east-1".to_owned(), ToString::to_string),
             config,
         }
     }

@@ -9,7 +9,9 @@
 //! the chunks'), `keyword` (PostgreSQL full-text search over the chunks' text: a part
 //! number, a name, an acronym or an exact phrase) or `hybrid`, the default, which runs both
 //! legs under exactly the same scope and filters and fuses their rankings by reciprocal rank
-//! fusion. `explain: true` answers, per hit, each leg's rank and score and the fused score.
+//! fusion. A collection with a `rerank` setting then has its first candidates reordered by
+//! its reranker (`crate::rerank`), unless the request says `rerank: false`. `explain: true`
+//! answers, per hit, each stage's rank and score.
 
 use crate::collections::resolve;
 use crate::error::{KnowledgeError, invalid};
@@ -222,7 +224,33 @@ pub struct Query {
     /// One hit per document (`group_by: "document"`): its best chunk, the others that
     /// matched as its `citations`; `top_k` then counts documents.
     pub by_document: bool,
+    /// Whether to rerank: `None` follows each collection's setting, `Some(false)` skips it.
+    pub rerank: Option<bool>,
 }
+
+/// What a search answers: its hits, and how each collection's reranking went (empty when
+/// none was asked).
+#[derive(Debug, Clone, Default)]
+pub struct Answer {
+    pub results: Vec<Value>,
+    pub rerank: Vec<crate::rerank::Outcome>,
+}
+
+impl Answer {
+    /// The route's body: `results`, and with reranking asked, `reranked` (every collection's
+    /// was done) and `rerank` (each one's outcome).
+    pub fn to_json(&self) -> Value {
+        let mut body = json!({ "results": self.results });
+        if !self.rerank.is_empty() {
+            body["reranked"] = json!(self.rerank.iter().all(|o| o.reranked));
+            body["rerank"] = self.rerank.iter().map(crate::rerank::Outcome::to_json).collect();
+        }
+        body
+    }
+}
+
+/// The whole search's time: API Gateway gives a request 29 s.
+const SEARCH_TIME_BUDGET: std::time::Duration = std::time::Duration::from_secs(25);
 
 /// How many more candidates each leg reads when hits are grouped by document, so `top_k`
 /// documents are found where one document holds many of the best chunks.
@@ -242,6 +270,10 @@ pub struct Fused {
     pub vector: Option<LegPlace>,
     pub keyword: Option<LegPlace>,
     pub fused: f64,
+    /// Its place in its collection's fused order (1-based).
+    pub fused_rank: usize,
+    /// Its place as its collection's reranker ordered it, when it was a reranked candidate.
+    pub rerank: Option<LegPlace>,
 }
 
 /// Reciprocal rank fusion of two rankings (each best first): a chunk's score is the sum,
@@ -258,7 +290,7 @@ pub fn fuse(vector: Vec<Hit>, keyword: Vec<Hit>, k: u32) -> Vec<Fused> {
             let entry = match fused.iter_mut().position(|f| f.hit.chunk_id == hit.chunk_id) {
                 Some(at) => &mut fused[at],
                 None => {
-                    fused.push(Fused { hit, vector: None, keyword: None, fused: 0.0 });
+                    fused.push(Fused { hit, vector: None, keyword: None, fused: 0.0, fused_rank: 0, rerank: None });
                     fused.last_mut().expect("just pushed")
                 }
             };
@@ -271,6 +303,9 @@ pub fn fuse(vector: Vec<Hit>, keyword: Vec<Hit>, k: u32) -> Vec<Fused> {
         }
     }
     fused.sort_by(|a, b| best_first(a, b, |f| f.fused));
+    for (rank, entry) in fused.iter_mut().enumerate() {
+        entry.fused_rank = rank + 1;
+    }
     fused
 }
 
@@ -290,8 +325,24 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
     let body = crate::fields::object(request)?;
     crate::fields::only(
         &body,
-        &["query", "collections", "knowledge_base_ids", "top_k", "filters", "filter", "mode", "explain", "group_by"],
+        &[
+            "query",
+            "collections",
+            "knowledge_base_ids",
+            "top_k",
+            "filters",
+            "filter",
+            "mode",
+            "explain",
+            "group_by",
+            "rerank",
+        ],
     )?;
+    let rerank = match body.get("rerank") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(flag)) => Some(*flag),
+        Some(_) => return Err(invalid("rerank", "rerank must be true or false (absent: each collection's setting)")),
+    };
     let by_document = match body.get("group_by") {
         None | Some(Value::Null) => false,
         Some(Value::String(group)) if group == "document" => true,
@@ -315,7 +366,7 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
             .ok_or_else(|| invalid("top_k", format!("top_k must be 1 to {MAX_TOP_K}")))?,
     };
     let filters = parse_filters(&body)?;
-    let query = Query { text: query, mode, top_k, filters, explain, by_document };
+    let query = Query { text: query, mode, top_k, filters, explain, by_document, rerank };
 
     // Every base the search reads, resolved before any vector is.
     let mut bases: Vec<KnowledgeBase> = Vec::new();
@@ -354,19 +405,24 @@ pub async fn search(state: &State, caller: &Caller, request: &Request) -> Result
     if bases.is_empty() {
         return Err(invalid("collections", "name at least one collection"));
     }
-    let results = search_bases(state, crate::query_cache::tenant_of(caller), bases, &query).await?;
-    Ok(json_response(200, &json!({ "results": results })))
+    if rerank == Some(true) && bases.iter().all(|base| base.rerank.is_none()) {
+        return Err(unprocessable("rerank", "none of the collections searched has a rerank setting"));
+    }
+    let answer = search_bases(state, crate::query_cache::tenant_of(caller), bases, &query).await?;
+    Ok(json_response(200, &answer.to_json()))
 }
 
 /// The search of `bases` (already resolved for the caller: nothing here decides access) for
-/// `tenant` (whose query cache it uses): each hit as `/rag/search` answers it, best first.
+/// `tenant` (whose query cache it uses): each hit as `/rag/search` answers it, best first,
+/// and how reranking went.
 pub async fn search_bases(
     state: &State,
     tenant: Uuid,
     bases: Vec<KnowledgeBase>,
     query: &Query,
-) -> Result<Vec<Value>, KnowledgeError> {
-    let Query { text: query, mode, top_k, filters, explain, by_document } = query;
+) -> Result<Answer, KnowledgeError> {
+    let started = std::time::Instant::now();
+    let Query { text: query, mode, top_k, filters, explain, by_document, rerank } = query;
     let (mode, top_k, explain, by_document) = (*mode, *top_k, *explain, *by_document);
     // Grouped, each leg reads deeper: top_k counts documents, not chunks.
     let depth = if by_document { top_k.saturating_mul(GROUPED_DEPTH_FACTOR) } else { top_k };
@@ -379,7 +435,8 @@ pub async fn search_bases(
         }
     }
     let mut hits: Vec<(String, Fused)> = Vec::new();
-    let deadline = std::time::Instant::now() + SEARCH_EMBED_BUDGET;
+    let mut reranked: Vec<crate::rerank::Outcome> = Vec::new();
+    let deadline = started + SEARCH_EMBED_BUDGET;
     let settings = state.config.search;
     for (name, group) in &by_name {
         let scope: Vec<ScopeBase> = group.iter().map(|b| ScopeBase { kb_id: b.id, org_id: b.org_id }).collect();
@@ -403,15 +460,24 @@ pub async fn search_bases(
             Ok::<_, KnowledgeError>(state.db.search_chunks(name, &scope, filters, &embedded, depth).await?)
         };
         let (keyword, vector) = tokio::join!(keyword, vector);
-        hits.extend(fuse(vector?, keyword?, settings.rrf_k).into_iter().map(|f| (name.clone(), f)));
+        let mut fused = fuse(vector?, keyword?, settings.rrf_k);
+        if let (true, Some((base, setting))) = (*rerank != Some(false), crate::rerank::setting_of(group)) {
+            let deadline = started + SEARCH_TIME_BUDGET;
+            let outcome = crate::rerank::rerank_candidates(state, base, &setting, query, &mut fused, deadline).await;
+            reranked.push(outcome);
+        }
+        hits.extend(fused.into_iter().map(|f| (name.clone(), f)));
     }
-    // A single leg's own score orders it (comparable across collections of one leg); a
-    // hybrid search's, the fused score.
-    let order = |f: &Fused| match mode {
-        Mode::Hybrid => f.fused,
-        Mode::Vector | Mode::Keyword => f.hit.score,
+    // A reranked candidate's score is its reranker's; otherwise a single leg's own score
+    // orders it (comparable across collections of one leg), and a hybrid search's the fused
+    // score. Reranked candidates come first, best first (across collections, rerankers' scores
+    // are compared as they are), then the rest in their order.
+    let order = |f: &Fused| match (f.rerank, mode) {
+        (Some(place), _) => place.score,
+        (None, Mode::Hybrid) => f.fused,
+        (None, Mode::Vector | Mode::Keyword) => f.hit.score,
     };
-    hits.sort_by(|a, b| best_first(&a.1, &b.1, order));
+    hits.sort_by(|a, b| b.1.rerank.is_some().cmp(&a.1.rerank.is_some()).then_with(|| best_first(&a.1, &b.1, order)));
     // Each hit with the citations it carries: grouped, each document's best chunk leads and
     // its other hits ride along; otherwise every hit stands alone, citing nothing.
     let mut answered: Vec<(String, Fused, Vec<Value>)> = Vec::new();
@@ -433,7 +499,8 @@ pub async fn search_bases(
             let score = order(&fused);
             let why = explain.then(|| {
                 let place = |p: Option<LegPlace>| p.map(|p| json!({"rank": p.rank, "score": p.score}));
-                json!({"vector": place(fused.vector), "keyword": place(fused.keyword), "fused": fused.fused})
+                json!({"vector": place(fused.vector), "keyword": place(fused.keyword), "fused": fused.fused,
+                    "fused_rank": fused.fused_rank, "rerank": place(fused.rerank)})
             });
             let hit = fused.hit;
             let mut metadata = match hit.metadata {
@@ -465,7 +532,7 @@ pub async fn search_bases(
             result
         })
         .collect();
-    Ok(results)
+    Ok(Answer { results, rerank: reranked })
 }
 
 /// Where a grouped document's further matching chunk is: its id and index, its score, and

@@ -56,7 +56,8 @@ async fn api_key(
 ) -> Result<(String, String), KnowledgeError> {
     let provider = fields::required_text(body, "provider")?;
     match catalog::provider(&provider) {
-        None if provider == "llamaparse" => {}
+        // A cloud parser's and a reranker's keys, beside the embedding catalog's.
+        None if provider == "llamaparse" || provider == "cohere" => {}
         None if provider.starts_with("endpoint:") => {
             let id = sluice_domain::vision::endpoint_of_key_provider(&provider);
             let endpoint = match id {
@@ -76,7 +77,7 @@ async fn api_key(
         None => {
             return Err(invalid(
                 "provider",
-                format!("{provider:?} is not in the embedding catalog, nor llamaparse, nor endpoint:<id>"),
+                format!("{provider:?} is not in the embedding catalog, nor llamaparse, cohere or endpoint:<id>"),
             ));
         }
         Some(p) if p.keyless => return Err(invalid("provider", format!("{provider} is keyless and takes no key"))),

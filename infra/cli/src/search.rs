@@ -21,12 +21,12 @@ pub async fn run(kb_id: Uuid, text: String, mode: Mode, explain: bool, top_k: i6
         Err(error) => return fail(error),
     };
     let state = sluice_knowledge::State::new(config, db, &sdk);
-    let query = Query { text, mode, top_k, filters: Default::default(), explain, by_document: false };
+    let query = Query { text, mode, top_k, filters: Default::default(), explain, by_document: false, rerank: None };
     // The operator's queries are cached as the base's owner's would be (this process's own cache).
     let tenant = base.org_id.unwrap_or(base.owner_id);
     match search_bases(&state, tenant, vec![base], &query).await {
-        Ok(results) => {
-            println!("{}", serde_json::json!({ "results": results }));
+        Ok(answer) => {
+            println!("{}", answer.to_json());
             ExitCode::SUCCESS
         }
         Err(error) => fail(error.to_string()),

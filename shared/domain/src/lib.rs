@@ -12,6 +12,7 @@ pub mod config;
 pub mod content;
 pub mod filename;
 pub mod ingestion;
+pub mod rerank;
 pub mod sync;
 pub mod vision;
 

@@ -11,6 +11,12 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::OnceLock;
 
+/// Whether `url` is reached over TLS: the only way a key leaves for an address a member of
+/// an organization registered.
+pub fn is_https(url: &str) -> bool {
+    url.get(..8).is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+}
+
 /// The variable naming the private networks the deployment's own services live in.
 pub const ALLOWED_NETWORKS_VARIABLE: &str = "SLUICE_ALLOWED_PRIVATE_NETWORKS";
 

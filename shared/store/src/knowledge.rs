@@ -29,6 +29,8 @@ pub struct KnowledgeBase {
     /// The PostgreSQL text search configuration the collection's words are read with
     /// (fixed at creation; the bases of a name agree).
     pub text_search_language: String,
+    /// The reranker that reorders a search's first candidates (`sluice_domain::rerank::Rerank`).
+    pub rerank: Option<serde_json::Value>,
     pub created_at: OffsetDateTime,
 }
 
@@ -40,6 +42,11 @@ impl KnowledgeBase {
     /// The catalog's entry for the model the base embeds with.
     pub fn model(&self) -> Option<&'static sluice_domain::catalog::Model> {
         sluice_domain::catalog::model(&self.embedding_provider, &self.embedding_model)
+    }
+
+    pub fn rerank_setting(&self) -> Option<sluice_domain::rerank::Rerank> {
+        // Written only by the API, which checks it; one that no longer reads reranks nothing.
+        self.rerank.as_ref().and_then(|stored| serde_json::from_value(stored.clone()).ok())
     }
 
     /// The base's whole ingestion configuration: what it stores, over its model's defaults.
@@ -89,7 +96,7 @@ pub struct Claimant {
 pub(crate) const COLUMNS: &str = "kb.id, kb.name, kb.scope, kb.owner_id, kb.org_id, kb.collection_name, kb.is_default, \
                        kb.embedding_provider, kb.embedding_model, kb.embedding_dim, kb.embedding_endpoint_id, \
                        kb.embedding_base_url, kb.embedding_secret_id, kb.ingestion_config, kb.text_search_language, \
-                       kb.created_at";
+                       kb.rerank, kb.created_at";
 
 pub(crate) fn from_row(row: &Row) -> KnowledgeBase {
     let scope: String = row.get("scope");
@@ -109,6 +116,7 @@ pub(crate) fn from_row(row: &Row) -> KnowledgeBase {
         embedding_secret_id: row.get("embedding_secret_id"),
         ingestion_config: row.get("ingestion_config"),
         text_search_language: row.get("text_search_language"),
+        rerank: row.get("rerank"),
         created_at: row.get("created_at"),
     }
 }
@@ -214,8 +222,8 @@ impl Db {
                 &format!(
                     "INSERT INTO knowledge_bases AS kb (id, name, scope, owner_id, org_id, collection_name, is_default, \
                      embedding_provider, embedding_model, embedding_dim, embedding_endpoint_id, embedding_base_url, \
-                     embedding_secret_id, ingestion_config, text_search_language) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING {COLUMNS}"
+                     embedding_secret_id, ingestion_config, text_search_language, rerank) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING {COLUMNS}"
                 ),
                 &[
                     &base.id,
@@ -233,6 +241,7 @@ impl Db {
                     &base.embedding_secret_id,
                     &base.ingestion_config,
                     &base.text_search_language,
+                    &base.rerank,
                 ],
             )
             .await?;
@@ -283,7 +292,7 @@ impl Db {
                 &format!(
                     "UPDATE knowledge_bases AS kb SET name = $2, embedding_provider = $3, embedding_model = $4, \
                      embedding_secret_id = $5, embedding_endpoint_id = $6, embedding_base_url = $7, \
-                     ingestion_config = $8, updated_at = now() WHERE kb.id = $1 RETURNING {COLUMNS}"
+                     ingestion_config = $8, rerank = $9, updated_at = now() WHERE kb.id = $1 RETURNING {COLUMNS}"
                 ),
                 &[
                     &base.id,
@@ -294,6 +303,7 @@ impl Db {
                     &base.embedding_endpoint_id,
                     &base.embedding_base_url,
                     &base.ingestion_config,
+                    &base.rerank,
                 ],
             )
             .await?;

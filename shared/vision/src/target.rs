@@ -75,10 +75,7 @@ pub async fn check_requested(
     }
 }
 
-/// Whether `url` is reached over TLS: the only way a key leaves for an endpoint.
-pub fn is_https(url: &str) -> bool {
-    url.get(..8).is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
-}
+pub use sluice_embed::network::is_https;
 
 /// Why a setting that is on describes nothing now: its key or endpoint is gone, or its key
 /// would travel in the clear.
