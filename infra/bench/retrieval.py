@@ -122,13 +122,17 @@ def exact_cosine_runs(corpus, queries, base_url):
     return {q["_id"]: [corpus[i]["_id"] for i in row] for q, row in zip(queries, order)}
 
 
-def file_name(doc):
-    """The document's title as its file name (Sluice's `title` context), its id when untitled."""
+def file_name(doc, names):
+    """The document's file name: its title (which Sluice reads as the title where nothing in
+    the text gives one), its id when untitled; with `names` `id`, always its id (`cran-17.txt`:
+    no title context at all)."""
+    if names == "id":
+        return f"cran-{doc['_id']}.txt"
     title = "".join(c if c.isalnum() or c in " -_,()" else " " for c in (doc.get("title") or "")).strip()
     return f"{' '.join(title.split())[:100] or 'doc ' + doc['_id']}.txt"
 
 
-def sluice_index(corpus, api, token, workers, chunk_context):
+def sluice_index(corpus, api, token, workers, chunk_context, names):
     base = request("POST", f"{api}/api/v1/kb", token, {
         "name": f"Relevance benchmark ({chunk_context})", "scope": "personal",
         "embedding_provider": "local", "embedding_model": "all-minilm-l6-v2",
@@ -137,7 +141,7 @@ def sluice_index(corpus, api, token, workers, chunk_context):
     started = time.time()
 
     def upload(doc):
-        body, content_type = multipart(file_name(doc), doc["text"])
+        body, content_type = multipart(file_name(doc, names), doc["text"])
         try:
             answer = request("POST", f"{api}/api/v1/kb/{kb}/documents", token, body, content_type)
             return answer["tracking_id"], doc["_id"]
@@ -161,19 +165,66 @@ def sluice_index(corpus, api, token, workers, chunk_context):
 
 
 def sluice_runs(queries, api, token, collection, documents, mode):
-    runs, latencies = {}, []
+    """Each query's documents in Sluice's order, the latencies, and (hybrid) each hit's place
+    in each leg, for the fusion study."""
+    runs, latencies, places = {}, [], {}
     for q in queries:
         asked = time.time()
         answer = request("POST", f"{api}/api/v1/rag/search", token,
-                         {"query": q["text"], "collections": [collection], "top_k": 100, "mode": mode})
+                         {"query": q["text"], "collections": [collection], "top_k": 100, "mode": mode,
+                          "explain": mode == "hybrid"})
         latencies.append(time.time() - asked)
-        ranked = []
-        for hit in answer["results"]:
-            doc = documents.get(hit.get("document_id"))
-            if doc and doc not in ranked:
-                ranked.append(doc)
-        runs[q["_id"]] = ranked
-    return runs, sorted(latencies)
+        runs[q["_id"]] = documents_in_order(answer["results"], documents)
+        places[q["_id"]] = [(hit, hit.get("explain") or {}) for hit in answer["results"]]
+    return runs, sorted(latencies), places
+
+
+def documents_in_order(hits, documents):
+    """A search's chunks as documents: a document ranks where its first chunk does."""
+    ranked = []
+    for hit in hits:
+        doc = documents.get(hit.get("document_id"))
+        if doc and doc not in ranked:
+            ranked.append(doc)
+    return ranked
+
+
+def fusions():
+    """The fusions the study compares: reciprocal rank fusion at several k and keyword
+    weights, and a convex combination of each leg's min-max normalised scores."""
+    def rrf(k, keyword_weight):
+        def fuse(v, w):
+            return (1 / (k + v["rank"]) if v else 0) + (keyword_weight / (k + w["rank"]) if w else 0)
+        return fuse
+    options = [(f"RRF k={k}, keyword weight {w}", rrf(k, w), None) for k in (10, 30, 60, 100) for w in (0.5, 1.0, 1.5, 2.0)]
+    options += [(f"convex, vector weight {a}", None, a) for a in (0.3, 0.4, 0.5, 0.6, 0.7)]
+    return options
+
+
+def fused_runs(places, documents, fuse, alpha):
+    """Each query's documents in the order `fuse` (ranks) or the convex combination `alpha`
+    (normalised scores) puts its hybrid candidates."""
+    runs = {}
+    for query, hits in places.items():
+        legs = {}
+        for leg in ("vector", "keyword"):
+            scores = [e[leg]["score"] for _, e in hits if e.get(leg)]
+            legs[leg] = (min(scores), max(scores)) if scores else (0.0, 0.0)
+
+        def normalised(e, leg):
+            if not e.get(leg):
+                return 0.0
+            low, high = legs[leg]
+            return (e[leg]["score"] - low) / (high - low) if high > low else 1.0
+
+        def score(e):
+            if fuse is not None:
+                return fuse(e.get("vector"), e.get("keyword"))
+            return alpha * normalised(e, "vector") + (1 - alpha) * normalised(e, "keyword")
+
+        ordered = sorted(hits, key=lambda item: -score(item[1]))
+        runs[query] = documents_in_order([hit for hit, _ in ordered], documents)
+    return runs
 
 
 def main():
@@ -184,6 +235,10 @@ def main():
     parser.add_argument("--sluice", default="./target/release/sluice", help="the CLI that mints the local token")
     parser.add_argument("--chunk-context", default="none,title_and_headings",
                         help="the chunk_context settings to index and score, comma-separated")
+    parser.add_argument("--names", choices=("title", "id"), default="title",
+                        help="upload each document under its title (default) or its id (no title context)")
+    parser.add_argument("--study", action="store_true",
+                        help="also score other fusions of the hybrid candidates, on the split's two halves")
     args = parser.parse_args()
     corpus = read_jsonl(os.path.join(args.beir, "corpus.jsonl"))
     queries = read_jsonl(os.path.join(args.beir, f"queries-{args.split}.jsonl"))
@@ -200,15 +255,26 @@ def main():
                  score(exact_cosine_runs(corpus, queries, embedder), qrels)))
     baselines = time.time() - baseline_started
     latency, indexed = {}, {}
+    study = []
+    # The split's two halves by query id: the study tunes on the first, and reads the second
+    # only to see whether a gain holds.
+    ordered_ids = sorted((q["_id"] for q in queries), key=lambda i: int(i) if i.isdigit() else i)
+    tune = set(ordered_ids[: len(ordered_ids) // 2])
+    halves = {"tune": {q: j for q, j in qrels.items() if q in tune},
+              "held out": {q: j for q, j in qrels.items() if q not in tune}}
     for context in args.chunk_context.split(","):
-        collection, documents, indexed[context] = sluice_index(corpus, api, token, args.workers, context)
+        collection, documents, indexed[context] = sluice_index(corpus, api, token, args.workers, context, args.names)
         for mode in ("vector", "keyword", "hybrid"):
-            runs, latencies = sluice_runs(queries, api, token, collection, documents, mode)
+            runs, latencies, places = sluice_runs(queries, api, token, collection, documents, mode)
             rows.append((f"Sluice `{mode}`, `chunk_context` {context}", score(runs, qrels)))
             latency[f"{mode} ({context})"] = (latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.95)])
+            if args.study and mode == "hybrid":
+                study.append((f"Sluice's fusion as it answers ({context})", runs))
+                for label, fuse, alpha in fusions():
+                    study.append((f"{label} ({context})", fused_runs(places, documents, fuse, alpha)))
 
     name = os.path.basename(os.path.normpath(args.beir))
-    print(f"{len(corpus)} documents, {len(queries)} `{args.split}` queries of `{name}`; "
+    print(f"{len(corpus)} documents (named by {args.names}), {len(queries)} `{args.split}` queries of `{name}`; "
           f"indexed through the API in " + ", ".join(f"{s:.0f} s ({c})" for c, s in indexed.items())
           + f"; baselines {baselines:.0f} s; search p50/p95 "
           + ", ".join(f"{m} {1000 * p50:.0f}/{1000 * p95:.0f} ms" for m, (p50, p95) in latency.items()) + "\n")
@@ -223,6 +289,13 @@ def main():
         if label.startswith("Sluice `keyword`"):
             print(f"\n{label} against `bm25s`: nDCG@10 {metrics['nDCG@10'] - rows[0][1]['nDCG@10']:+.3f}", end="")
     print()
+    if study:
+        print("\nFusion study: nDCG@10 of the same hybrid candidates ordered otherwise, on each half of the split\n")
+        print("| fusion | nDCG@10 tune | nDCG@10 held out |")
+        print("|---|---|---|")
+        for label, runs in study:
+            tuned, held = score(runs, halves["tune"]), score(runs, halves["held out"])
+            print(f"| {label} | {tuned['nDCG@10']:.3f} | {held['nDCG@10']:.3f} |")
 
 
 if __name__ == "__main__":

@@ -61,8 +61,7 @@ pub struct Config {
     pub archive: ArchiveSettings,
     /// How a hybrid search fuses its legs: `SLUICE_SEARCH_VECTOR_DEPTH` and
     /// `SLUICE_SEARCH_KEYWORD_DEPTH`, how many chunks each leg ranks (default 50, at least
-    /// the `top_k` asked), and `SLUICE_SEARCH_RRF_K`, reciprocal rank fusion's constant
-    /// (default 60: a chunk's fused score is the sum over the legs of 1 / (k + its rank)).
+    /// the `top_k` asked), and the fusion (`SLUICE_SEARCH_FUSION`, see `Fusion`).
     pub search: SearchSettings,
     /// `SLUICE_DEPLOYMENT_ACCOUNT_ID`: the AWS account this deployment runs in. A sync
     /// source may not name a role in it: the functions' own account is never a tenant's.
@@ -74,13 +73,33 @@ pub struct Config {
 pub struct SearchSettings {
     pub vector_depth: i64,
     pub keyword_depth: i64,
-    pub rrf_k: u32,
+    pub fusion: Fusion,
 }
 
+/// The fusion of a hybrid search's two rankings (`SLUICE_SEARCH_FUSION`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fusion {
+    /// Each leg's scores scaled to 0–1 over its own candidates (min-max), then weighed:
+    /// `vector_weight_percent` for the vector leg, the rest for the keyword leg
+    /// (`SLUICE_SEARCH_VECTOR_WEIGHT`, 0–100).
+    Convex { vector_weight_percent: u32 },
+    /// Reciprocal rank fusion: `1 / (k + rank)` summed over the legs (`SLUICE_SEARCH_RRF_K`).
+    Rrf { k: u32 },
+}
+
+/// The convex combination's vector weight when it is chosen: the best of the relevance
+/// benchmark's tuning queries with titled documents (BENCHMARKS.md, "Search relevance").
+pub const DEFAULT_VECTOR_WEIGHT_PERCENT: u32 = 60;
+/// The reciprocal rank fusion constant: the literature's 60, which no other k beat on the
+/// benchmark's tuning queries both with titled documents and with id-named ones.
+pub const DEFAULT_RRF_K: u32 = 60;
+
 impl Default for SearchSettings {
-    /// Each leg ranks 50 chunks; the fusion constant is the literature's 60.
+    /// Each leg ranks 50 chunks, fused by reciprocal rank fusion at k 60: on the tuning
+    /// queries the convex combination gained with titled documents and lost with id-named
+    /// ones, so it is an operator's choice, measured on their own collection.
     fn default() -> Self {
-        Self { vector_depth: 50, keyword_depth: 50, rrf_k: 60 }
+        Self { vector_depth: 50, keyword_depth: 50, fusion: Fusion::Rrf { k: DEFAULT_RRF_K } }
     }
 }
 
@@ -260,7 +279,24 @@ impl Config {
                         as i64,
                     keyword_depth: number("SLUICE_SEARCH_KEYWORD_DEPTH", defaults.keyword_depth as u64)?.clamp(1, 1000)
                         as i64,
-                    rrf_k: number("SLUICE_SEARCH_RRF_K", u64::from(defaults.rrf_k))?.clamp(1, 10_000) as u32,
+                    fusion: match lookup("SLUICE_SEARCH_FUSION").as_deref().map(str::trim) {
+                        None | Some("" | "rrf") => Fusion::Rrf {
+                            k: number("SLUICE_SEARCH_RRF_K", u64::from(DEFAULT_RRF_K))?.clamp(1, 10_000) as u32,
+                        },
+                        Some("convex") => Fusion::Convex {
+                            vector_weight_percent: number(
+                                "SLUICE_SEARCH_VECTOR_WEIGHT",
+                                u64::from(DEFAULT_VECTOR_WEIGHT_PERCENT),
+                            )?
+                            .min(100) as u32,
+                        },
+                        Some(_) => {
+                            return Err(ConfigError::OutOfRange {
+                                name: "SLUICE_SEARCH_FUSION",
+                                why: "it is rrf (the default) or convex".to_owned(),
+                            });
+                        }
+                    },
                 }
             },
             deployment_account_id: lookup("SLUICE_DEPLOYMENT_ACCOUNT_ID").filter(|v| !v.is_empty()),
@@ -337,6 +373,26 @@ mod tests {
         assert_eq!(config.chat_max_upload_bytes, 10 * 1024 * 1024);
         assert_eq!(config.max_upload_bytes, 50 * 1024 * 1024);
         assert_eq!(config.request_body_cap_bytes(), 51 * 1024 * 1024);
+    }
+
+    #[test]
+    fn the_fusion_is_rrf_unless_the_convex_combination_is_named() {
+        let fusion = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("SLUICE_BUCKET", "b"), ("SLUICE_KMS_KEY_ID", "k")];
+            all.extend_from_slice(pairs);
+            Config::from_lookup(lookup(&all)).map(|c| c.search.fusion)
+        };
+        assert_eq!(fusion(&[]).expect("default"), Fusion::Rrf { k: 60 });
+        assert_eq!(fusion(&[("SLUICE_SEARCH_RRF_K", "30")]).expect("k"), Fusion::Rrf { k: 30 });
+        assert_eq!(
+            fusion(&[("SLUICE_SEARCH_FUSION", "convex"), ("SLUICE_SEARCH_VECTOR_WEIGHT", "55")]).expect("convex"),
+            Fusion::Convex { vector_weight_percent: 55 }
+        );
+        assert_eq!(
+            fusion(&[("SLUICE_SEARCH_FUSION", "convex")]).expect("convex"),
+            Fusion::Convex { vector_weight_percent: DEFAULT_VECTOR_WEIGHT_PERCENT }
+        );
+        assert!(fusion(&[("SLUICE_SEARCH_FUSION", "borda")]).is_err());
     }
 
     #[test]

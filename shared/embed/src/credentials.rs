@@ -190,3 +190,90 @@ pub async fn lendable_api_key(
     }
     Ok(Ok(()))
 }
+
+/// What a setting that calls out on a tenant's behalf (describing images, reranking) lends:
+/// a key from the vault, stored for `key_provider` (a catalog provider, or `endpoint:<id>`),
+/// and an endpoint the organization registered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lending<'a> {
+    pub secret_id: Option<uuid::Uuid>,
+    pub key_provider: Option<&'a str>,
+    pub endpoint_id: Option<uuid::Uuid>,
+}
+
+/// Checks what `lending` lends to something of `org`: its key is one `caller` may see, of
+/// that organization, an API key stored for its provider or endpoint; its endpoint is the
+/// organization's or the deployment's, reached over `https` when it is given a key. A key
+/// or endpoint the caller may not use is refused exactly as a missing one; the refusal names
+/// the setting's field (`secret_id`, `endpoint_id`).
+pub async fn check_lending(
+    db: &Db,
+    caller: &sluice_domain::Caller,
+    org: Option<uuid::Uuid>,
+    lending: Lending<'_>,
+) -> Result<Result<(), (&'static str, String)>, StoreError> {
+    if let Some(secret_id) = lending.secret_id
+        && let Err(why) = lendable_api_key(db, caller, org, secret_id, lending.key_provider).await?
+    {
+        return Ok(Err(("secret_id", why)));
+    }
+    if let Some(endpoint_id) = lending.endpoint_id {
+        let Some(endpoint) = db.embedding_endpoint(endpoint_id).await?.filter(|e| e.serves(org)) else {
+            return Ok(Err(("endpoint_id", format!("no endpoint {endpoint_id} is registered for this organization"))));
+        };
+        if lending.secret_id.is_some() && !crate::network::is_https(&endpoint.base_url) {
+            return Ok(Err(("secret_id", "a key is sent only over https, and this endpoint is not".to_owned())));
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Why a setting that is on reaches nothing now: its key or endpoint is gone, or its key
+/// would travel in the clear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unusable {
+    NoKey,
+    NoEndpoint,
+    KeyInTheClear,
+}
+
+impl Unusable {
+    /// A short, stable name for it.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::NoKey => "no_usable_key",
+            Self::NoEndpoint => "no_endpoint",
+            Self::KeyInTheClear => "key_needs_https",
+        }
+    }
+}
+
+/// The key `lending` lends, opened, and its endpoint's address when it names one (for
+/// something of `org`): only a key stored for its provider or endpoint, only an endpoint the
+/// organization may name, and a key to an endpoint only over `https` (a setting stored before
+/// these rules were kept reaches nothing rather than send a key elsewhere).
+pub async fn open_lending(
+    db: &Db,
+    vault: &Vault,
+    org: Option<uuid::Uuid>,
+    lending: Lending<'_>,
+) -> Result<Result<(Option<ApiKey>, Option<String>), Unusable>, ResolveError> {
+    let api_key = match lending.secret_id {
+        Some(secret_id) => match open_api_key(db, vault, org, secret_id, lending.key_provider).await? {
+            Some(key) => Some(key),
+            None => return Ok(Err(Unusable::NoKey)),
+        },
+        None => None,
+    };
+    let endpoint = match lending.endpoint_id {
+        Some(id) => match db.embedding_endpoint(id).await?.filter(|e| e.serves(org)) {
+            Some(endpoint) if api_key.is_some() && !crate::network::is_https(&endpoint.base_url) => {
+                return Ok(Err(Unusable::KeyInTheClear));
+            }
+            Some(endpoint) => Some(endpoint.base_url),
+            None => return Ok(Err(Unusable::NoEndpoint)),
+        },
+        None => None,
+    };
+    Ok(Ok((api_key, endpoint)))
+}

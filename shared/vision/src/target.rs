@@ -7,7 +7,7 @@ use crate::client::VisionTarget;
 use sluice_domain::Caller;
 use sluice_domain::vision::{self, ImageDescription};
 pub use sluice_embed::credentials::ResolveError;
-use sluice_embed::credentials::open_api_key;
+use sluice_embed::credentials::{Lending, check_lending, open_lending};
 use sluice_store::{Db, StoreError};
 use sluice_vault::Vault;
 use uuid::Uuid;
@@ -19,36 +19,21 @@ fn refused(field: &str, why: impl Into<String>) -> Refused {
     (format!("ingestion_config.image_description.{field}"), why.into())
 }
 
-/// Checks what a setting lends, for something of `org`: its key is one `caller` may see,
-/// of that organization, an API key stored for the provider or the endpoint it names; its
-/// endpoint is the organization's or the deployment's, and one given a key is reached over
-/// `https`. A key or endpoint the caller may not use is refused exactly as a missing one.
+/// Checks what a setting lends, for something of `org` (`check_lending`), naming the field
+/// under `ingestion_config.image_description`.
 pub async fn check_lendable(
     db: &Db,
     caller: &Caller,
     org: Option<Uuid>,
     setting: &ImageDescription,
 ) -> Result<Result<(), Refused>, StoreError> {
-    if let Some(secret_id) = setting.secret_id {
-        let provider = setting.key_provider();
-        let lendable = sluice_embed::credentials::lendable_api_key(db, caller, org, secret_id, provider.as_deref());
-        if let Err(why) = lendable.await? {
-            return Ok(Err(refused("secret_id", why)));
-        }
-    }
-    if let Some(endpoint_id) = setting.endpoint_id {
-        let endpoint = db.embedding_endpoint(endpoint_id).await?.filter(|e| e.serves(org));
-        let Some(endpoint) = endpoint else {
-            return Ok(Err(refused(
-                "endpoint_id",
-                format!("no endpoint {endpoint_id} is registered for this organization"),
-            )));
-        };
-        if setting.secret_id.is_some() && !is_https(&endpoint.base_url) {
-            return Ok(Err(refused("secret_id", "a key is sent only over https, and this endpoint is not")));
-        }
-    }
-    Ok(Ok(()))
+    let key_provider = setting.key_provider();
+    let lending = Lending {
+        secret_id: setting.secret_id,
+        key_provider: key_provider.as_deref(),
+        endpoint_id: setting.endpoint_id,
+    };
+    Ok(check_lending(db, caller, org, lending).await?.map_err(|(field, why)| refused(field, why)))
 }
 
 /// Checks what a request's ingestion `changes` lend, as merged into `merged`: the image
@@ -75,27 +60,8 @@ pub async fn check_requested(
     }
 }
 
+pub use sluice_embed::credentials::Unusable;
 pub use sluice_embed::network::is_https;
-
-/// Why a setting that is on describes nothing now: its key or endpoint is gone, or its key
-/// would travel in the clear.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unusable {
-    NoKey,
-    NoEndpoint,
-    KeyInTheClear,
-}
-
-impl Unusable {
-    /// The reason its images are counted under.
-    pub fn reason(self) -> &'static str {
-        match self {
-            Self::NoKey => "no_usable_key",
-            Self::NoEndpoint => "no_endpoint",
-            Self::KeyInTheClear => "key_needs_https",
-        }
-    }
-}
 
 /// Where `setting` (on, for a document of `org`) describes, with its key opened: only a key
 /// stored for its provider or endpoint, and only to an `https` address (a setting stored
@@ -106,29 +72,26 @@ pub async fn target_for(
     org: Option<Uuid>,
     setting: &ImageDescription,
 ) -> Result<Result<VisionTarget, Unusable>, ResolveError> {
-    let api_key = match setting.secret_id {
-        Some(secret_id) => match open_api_key(db, vault, org, secret_id, setting.key_provider().as_deref()).await? {
-            Some(key) => Some(key),
-            None => return Ok(Err(Unusable::NoKey)),
-        },
-        None => None,
+    let key_provider = setting.key_provider();
+    let lending = Lending {
+        secret_id: setting.secret_id,
+        key_provider: key_provider.as_deref(),
+        endpoint_id: setting.endpoint_id,
     };
-    let (base_url, openai) = match (&setting.provider, setting.endpoint_id) {
+    let (api_key, endpoint) = match open_lending(db, vault, org, lending).await? {
+        Ok(opened) => opened,
+        Err(unusable) => return Ok(Err(unusable)),
+    };
+    let (base_url, openai) = match (&setting.provider, endpoint) {
         (Some(provider), _) => match vision::provider(provider) {
             Some(p) => (p.base_url.clone(), p.id == "openai"),
             None => return Ok(Err(Unusable::NoEndpoint)),
         },
-        (None, Some(id)) => match db.embedding_endpoint(id).await?.filter(|e| e.serves(org)) {
-            Some(endpoint) => (endpoint.base_url, false),
-            None => return Ok(Err(Unusable::NoEndpoint)),
-        },
+        (None, Some(endpoint)) => (endpoint, false),
         (None, None) => return Ok(Err(Unusable::NoEndpoint)),
     };
     if setting.provider.is_some() && api_key.is_none() {
         return Ok(Err(Unusable::NoKey));
-    }
-    if api_key.is_some() && !is_https(&base_url) {
-        return Ok(Err(Unusable::KeyInTheClear));
     }
     Ok(Ok(VisionTarget { base_url, model: setting.model.clone(), api_key, openai }))
 }

@@ -209,7 +209,7 @@ async fn main() {
                     let fused = sluice_knowledge::search::fuse(
                         vector.expect("vector"),
                         keyword.expect("keyword"),
-                        settings.rrf_k,
+                        settings.fusion,
                     );
                     fused.len().min(10)
                 }
