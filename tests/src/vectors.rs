@@ -53,3 +53,53 @@ pub async fn local_embedding(text: &str) -> Vec<f32> {
         .expect("embedded")
         .remove(0)
 }
+
+// The search and scale benchmarks' corpus: embeddings around topic centroids, as a real
+// corpus's cluster, and texts whose words follow a Zipf law per topic.
+
+pub const CLUSTERS: usize = 200;
+
+/// A point near one of the topic centroids, as embeddings of a real corpus cluster.
+pub fn near(rng: &mut Rng, centroids: &[Vec<f32>]) -> Vec<f32> {
+    near_topic(rng, centroids).1
+}
+
+/// A topic, and a point near its centroid.
+pub fn near_topic(rng: &mut Rng, centroids: &[Vec<f32>]) -> (usize, Vec<f32>) {
+    let topic = (rng.next_u64() % centroids.len() as u64) as usize;
+    (topic, normalised(centroids[topic].iter().map(|x| x + 0.06 * rng.normal()).collect()))
+}
+
+pub const VOCABULARY: usize = 20_000;
+
+/// English stop words: the most frequent ranks of a real text, which the English text
+/// search configuration drops.
+const STOP_WORDS: &[&str] = &[
+    "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not", "he",
+    "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "they", "you", "were", "her", "she",
+    "there", "been", "one", "all", "we", "their", "has", "would", "when", "if", "so", "no", "will", "can", "more",
+    "out", "up",
+];
+
+/// `count` words of `topic`: ranks drawn from a Zipf law over the vocabulary, the first 50
+/// ranks stop words, the next 500 shared by every topic, the rest each topic's own region.
+pub fn topic_words(rng: &mut Rng, topic: usize, count: usize) -> String {
+    (0..count)
+        .map(|_| {
+            // Inverse of the Zipf CDF, approximately: rank = V^u.
+            let u = (rng.next_u64() % 1_000_000) as f64 / 1_000_000.0;
+            let rank = (VOCABULARY as f64).powf(u) as usize;
+            match rank {
+                r if r < STOP_WORDS.len() => STOP_WORDS[r].to_owned(),
+                r if r < 550 => format!("w{r}"),
+                r => format!("w{}", 550 + (r + topic * 97) % (VOCABULARY - 550)),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The value at quantile `p` of `sorted`.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}

@@ -10,7 +10,7 @@
 //!
 //! `bench-search [--rows N] [--queries Q] [--depth N] [--keep]`; reads the stack's environment.
 
-use sluice_e2e::vectors::{Rng, normalised};
+use sluice_e2e::vectors::{CLUSTERS, Rng, near, near_topic, normalised, percentile, topic_words as words};
 use sluice_store::{ScopeBase, SearchFilters};
 use std::time::Instant;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
@@ -18,52 +18,6 @@ use tokio_postgres::types::Type;
 use uuid::Uuid;
 
 const DIMENSIONS: usize = 384;
-const CLUSTERS: usize = 200;
-
-/// A point near one of the topic centroids, as embeddings of a real corpus cluster.
-fn near(rng: &mut Rng, centroids: &[Vec<f32>]) -> Vec<f32> {
-    near_topic(rng, centroids).1
-}
-
-/// A topic, and a point near its centroid.
-fn near_topic(rng: &mut Rng, centroids: &[Vec<f32>]) -> (usize, Vec<f32>) {
-    let topic = (rng.next_u64() % centroids.len() as u64) as usize;
-    (topic, normalised(centroids[topic].iter().map(|x| x + 0.06 * rng.normal()).collect()))
-}
-
-const VOCABULARY: usize = 20_000;
-
-/// English stop words: the most frequent ranks of a real text, which the English text
-/// search configuration drops.
-const STOP_WORDS: &[&str] = &[
-    "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not", "he",
-    "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "they", "you", "were", "her", "she",
-    "there", "been", "one", "all", "we", "their", "has", "would", "when", "if", "so", "no", "will", "can", "more",
-    "out", "up",
-];
-
-/// `count` words of `topic`: ranks drawn from a Zipf law over the vocabulary, the first 50
-/// ranks stop words, the next 500 shared by every topic, the rest each topic's own region.
-fn words(rng: &mut Rng, topic: usize, count: usize) -> String {
-    (0..count)
-        .map(|_| {
-            // Inverse of the Zipf CDF, approximately: rank = V^u.
-            let u = (rng.next_u64() % 1_000_000) as f64 / 1_000_000.0;
-            let rank = (VOCABULARY as f64).powf(u) as usize;
-            match rank {
-                r if r < STOP_WORDS.len() => STOP_WORDS[r].to_owned(),
-                r if r < 550 => format!("w{r}"),
-                r => format!("w{}", 550 + (r + topic * 97) % (VOCABULARY - 550)),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
