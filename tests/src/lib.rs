@@ -2,6 +2,7 @@
 //! (`infra/local/test` starts it) over HTTP with real tokens, and look behind it with the
 //! real S3 client and a real PostgreSQL connection.
 
+pub mod bench;
 pub mod browser;
 pub mod built_template;
 pub mod contract;

@@ -11,6 +11,7 @@
 //!
 //! `bench-scale [--sizes 100000,1000000] [--queries 100]`; reads the stack's environment.
 
+use sluice_e2e::bench::{bench_collection, exact_ids};
 use sluice_e2e::vectors::{CLUSTERS, Rng, near_topic, normalised, percentile, topic_words};
 use sluice_store::{ChunkRow, Db, ScopeBase, SearchFilters};
 use std::time::Instant;
@@ -98,19 +99,7 @@ struct Measured {
 
 async fn measure(db: &Db, client: &mut tokio_postgres::Client, rows: usize, queries: usize) -> Measured {
     let name = format!("bench_scale_{}", &Uuid::new_v4().simple().to_string()[..8]);
-    let table = format!("rag_{name}");
-    let kb = Uuid::new_v4();
-    client
-        .execute(
-            "INSERT INTO knowledge_bases (id, name, scope, owner_id, collection_name, embedding_provider, \
-             embedding_model, embedding_dim) VALUES ($1, 'scale', 'personal', $2, $3, 'local', 'all-minilm-l6-v2', 384)",
-            &[&kb, &Uuid::new_v4(), &name],
-        )
-        .await
-        .expect("base");
-    db.ensure_vector_table(&name, DIMENSIONS as i32).await.expect("table");
-    // A bulk load builds its index after, as a re-index into a new table would.
-    client.batch_execute(&format!("DROP INDEX \"{table}$embedding\"")).await.expect("drop");
+    let (kb, table) = bench_collection(db, client, &name).await;
     let mut corpus = Corpus::new();
     let started = Instant::now();
     for n in 0..rows.div_ceil(DOCUMENT_CHUNKS) {
@@ -198,30 +187,6 @@ async fn measure(db: &Db, client: &mut tokio_postgres::Client, rows: usize, quer
         .batch_execute(&format!("DROP TABLE {table} CASCADE; DELETE FROM knowledge_bases WHERE id = '{kb}'"))
         .await;
     Measured { rows, load_seconds, build_seconds, sizes, write_1000_ms, delete_1000_ms, searches }
-}
-
-/// The true top 10: the same scope and filters, the index switched off.
-async fn exact_ids(
-    client: &mut tokio_postgres::Client,
-    table: &str,
-    kb: Uuid,
-    filters: &SearchFilters,
-    probe: &[f32],
-) -> Vec<Uuid> {
-    let tx = client.transaction().await.expect("tx");
-    tx.batch_execute("SET LOCAL enable_indexscan = off").await.expect("set");
-    let rows = tx
-        .query(
-            &format!(
-                "SELECT id FROM {table} WHERE kb_id = $1 AND ($2::text[] IS NULL OR organizational_unit = ANY($2)) \
-                 AND ($3::text[] IS NULL OR document_type = ANY($3)) ORDER BY embedding <=> $4, id LIMIT 10"
-            ),
-            &[&kb, &filters.organizational_unit, &filters.document_type, &pgvector::Vector::from(probe.to_vec())],
-        )
-        .await
-        .expect("exact");
-    tx.commit().await.expect("commit");
-    rows.iter().map(|r| r.get(0)).collect()
 }
 
 fn mib(bytes: i64) -> f64 {

@@ -10,6 +10,7 @@
 //!
 //! `bench-search [--rows N] [--queries Q] [--depth N] [--keep]`; reads the stack's environment.
 
+use sluice_e2e::bench::{bench_collection, exact_ids};
 use sluice_e2e::vectors::{CLUSTERS, Rng, near, near_topic, normalised, percentile, topic_words as words};
 use sluice_store::{ScopeBase, SearchFilters};
 use std::time::Instant;
@@ -29,18 +30,7 @@ async fn main() {
     let mut client = stack.db().await;
 
     let name = format!("bench_search_{}", &Uuid::new_v4().simple().to_string()[..8]);
-    let kb = Uuid::new_v4();
-    client
-        .execute(
-            "INSERT INTO knowledge_bases (id, name, scope, owner_id, collection_name, embedding_provider, \
-             embedding_model, embedding_dim) VALUES ($1, 'bench', 'personal', $2, $3, 'local', 'all-minilm-l6-v2', 384)",
-            &[&kb, &Uuid::new_v4(), &name],
-        )
-        .await
-        .expect("base");
-    db.ensure_vector_table(&name, DIMENSIONS as i32).await.expect("table");
-    let table = format!("rag_{name}");
-    client.batch_execute(&format!("DROP INDEX \"{table}$embedding\"")).await.expect("drop");
+    let (kb, table) = bench_collection(&db, &client, &name).await;
 
     let mut rng = Rng(0xBE7C_4A11);
     let centroids: Vec<Vec<f32>> =
@@ -195,29 +185,4 @@ async fn main() {
         let _ =
             client.batch_execute(&format!("DROP TABLE {table}; DELETE FROM knowledge_bases WHERE id = '{kb}'")).await;
     }
-}
-
-/// The true top 10: the same scope and filters, the index switched off.
-async fn exact_ids(
-    client: &mut tokio_postgres::Client,
-    table: &str,
-    kb: Uuid,
-    filters: &SearchFilters,
-    probe: &[f32],
-) -> Vec<Uuid> {
-    let tx = client.transaction().await.expect("tx");
-    tx.batch_execute("SET LOCAL enable_indexscan = off").await.expect("set");
-    let vector = pgvector::Vector::from(probe.to_vec());
-    let rows = tx
-        .query(
-            &format!(
-                "SELECT id FROM {table} WHERE kb_id = $1 AND ($2::text[] IS NULL OR organizational_unit = ANY($2)) \
-                 AND ($3::text[] IS NULL OR document_type = ANY($3)) ORDER BY embedding <=> $4, id LIMIT 10"
-            ),
-            &[&kb, &filters.organizational_unit, &filters.document_type, &vector],
-        )
-        .await
-        .expect("exact");
-    tx.commit().await.expect("commit");
-    rows.iter().map(|r| r.get(0)).collect()
 }
