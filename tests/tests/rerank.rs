@@ -142,35 +142,28 @@ async fn a_reranked_search_answers_the_rerankers_order_sends_what_each_api_docum
     }
 
     // Bedrock: the deployment's role signs, no key travels, the model by its ARN.
-    let (status, refused) = set_rerank(
-        &stack,
-        &user,
-        &kb,
-        json!({"provider": "bedrock", "model": "amazon.rerank-v1:0",
-        "secret_id": cohere_key}),
-    )
-    .await;
+    let bedrock = |extra: Value| {
+        let mut setting = json!({"provider": "bedrock", "model": "cohere.rerank-v3-5:0"});
+        setting.as_object_mut().expect("object").extend(extra.as_object().expect("object").clone());
+        setting
+    };
+    let (status, refused) = set_rerank(&stack, &user, &kb, bedrock(json!({"secret_id": cohere_key}))).await;
     assert_eq!(status, 400, "{refused}");
     assert!(refused["error"]["details"]["fields"]["rerank.secret_id"].is_string(), "{refused}");
-    let (status, _) = set_rerank(
-        &stack,
-        &user,
-        &kb,
-        json!({"provider": "bedrock", "model": "amazon.rerank-v1:0",
-        "candidates": 6}),
-    )
-    .await;
+    // The stack's region is us-east-1, where Bedrock serves Cohere Rerank 3.5 but not Amazon
+    // Rerank 1.0: refused here as Bedrock's API would refuse it.
+    let (status, refused) = set_rerank(&stack, &user, &kb, bedrock(json!({"model": "amazon.rerank-v1:0"}))).await;
+    assert_eq!(status, 400, "{refused}");
+    let why = refused["error"]["details"]["fields"]["rerank.model"].as_str().unwrap_or_default();
+    assert!(why.contains("us-east-1"), "{refused}");
+    let (status, _) = set_rerank(&stack, &user, &kb, bedrock(json!({"candidates": 6}))).await;
     assert_eq!(status, 200);
     let found = search(&stack, &user, &kb, json!({})).await;
     assert_eq!(found["reranked"], true, "{found}");
     let seen = stand_in.take_seen();
     let sent = &seen[0];
     assert_eq!(sent.shape, Shape::Bedrock);
-    assert!(
-        sent.model.starts_with("arn:aws:bedrock:") && sent.model.ends_with("::foundation-model/amazon.rerank-v1:0"),
-        "{}",
-        sent.model
-    );
+    assert_eq!(sent.model, "arn:aws:bedrock:us-east-1::foundation-model/cohere.rerank-v3-5:0");
     assert!(!sent.authorization.as_deref().unwrap_or_default().contains(COHERE_KEY), "no key travels to Bedrock");
     assert_eq!((sent.documents.len(), sent.top_n), (6, 6));
     let ranked = stand_in_ranked(QUERY, &sent.documents);

@@ -162,6 +162,12 @@ async fn rerank_setting(
         refused(field, why)
     })?;
     let Some(setting) = setting else { return Ok(Field::Null) };
+    // Bedrock serves each reranking model in some Regions only: refused here, as its API would.
+    if setting.provider.as_deref() == Some("bedrock")
+        && let Some(why) = sluice_domain::rerank::bedrock_refuses(&setting.model, &state.region)
+    {
+        return Err(refused("rerank.model".to_owned(), why));
+    }
     if let Err((field, why)) = sluice_rerank::target::check_lendable(&state.db, caller, org, &setting).await? {
         return Err(refused(field, why));
     }

@@ -18,8 +18,26 @@ pub const MAX_CANDIDATES: u32 = 200;
 /// The providers reached at their own address.
 pub const PROVIDERS: &[&str] = &["cohere", "bedrock"];
 
-/// The reranking models Amazon Bedrock serves through `Rerank`.
-pub const BEDROCK_MODELS: &[&str] = &["amazon.rerank-v1:0", "cohere.rerank-v3-5:0"];
+/// The reranking models Amazon Bedrock serves through `Rerank`, each with the Regions that
+/// serve it (Bedrock's "Supported Regions and models for reranking"; Amazon Rerank 1.0 is not
+/// served in us-east-1).
+pub const BEDROCK_MODELS: &[(&str, &[&str])] = &[
+    ("amazon.rerank-v1:0", &["ap-northeast-1", "ca-central-1", "eu-central-1", "us-west-2"]),
+    ("cohere.rerank-v3-5:0", &["ap-northeast-1", "ca-central-1", "eu-central-1", "us-east-1", "us-west-2"]),
+];
+
+/// Why Bedrock cannot rerank with `model` in `region`, when it cannot.
+pub fn bedrock_refuses(model: &str, region: &str) -> Option<String> {
+    let (_, regions) = BEDROCK_MODELS.iter().find(|(id, _)| *id == model)?;
+    (!regions.contains(&region)).then(|| {
+        let here: Vec<&str> = BEDROCK_MODELS.iter().filter(|(_, r)| r.contains(&region)).map(|(id, _)| *id).collect();
+        format!(
+            "Bedrock serves {model} in {}, not in this deployment's region {region}; here: {}",
+            regions.join(", "),
+            if here.is_empty() { "no reranking model".to_owned() } else { here.join(", ") }
+        )
+    })
+}
 
 /// A collection's rerank setting, complete and valid.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,8 +109,9 @@ impl Rerank {
                 "secret_id",
                 "Bedrock is reached with the deployment's own role, never a key; leave secret_id out".to_owned(),
             )),
-            Some("bedrock") if !BEDROCK_MODELS.contains(&self.model.as_str()) => {
-                Err(("model", format!("Bedrock reranks with {}", BEDROCK_MODELS.join(" or "))))
+            Some("bedrock") if !BEDROCK_MODELS.iter().any(|(id, _)| *id == self.model) => {
+                let models: Vec<&str> = BEDROCK_MODELS.iter().map(|(id, _)| *id).collect();
+                Err(("model", format!("Bedrock reranks with {}", models.join(" or "))))
             }
             _ => Ok(()),
         }
@@ -136,5 +155,14 @@ mod tests {
         assert_eq!(endpoint.key_provider(), Some(format!("endpoint:{}", Uuid::nil())));
         assert!(Rerank::parse(&json!({"provider": "bedrock", "model": "amazon.rerank-v1:0"})).is_ok());
         assert_eq!(Rerank::parse(&Value::Null), Ok(None));
+    }
+
+    #[test]
+    fn bedrock_reranks_only_where_it_serves_the_model() {
+        assert_eq!(bedrock_refuses("cohere.rerank-v3-5:0", "us-east-1"), None);
+        assert_eq!(bedrock_refuses("amazon.rerank-v1:0", "us-west-2"), None);
+        let why = bedrock_refuses("amazon.rerank-v1:0", "us-east-1").expect("refused");
+        assert!(why.contains("us-east-1") && why.contains("cohere.rerank-v3-5:0"), "{why}");
+        assert!(bedrock_refuses("cohere.rerank-v3-5:0", "sa-east-1").expect("refused").contains("no reranking model"));
     }
 }
