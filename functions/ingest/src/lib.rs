@@ -203,7 +203,7 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
         IngestionConfig::from_stored(Some(&document.ingestion_config), model).unwrap_or_else(|_| base.chunking());
     let chunks = contextual_chunks(&text, &config, document, model);
     // Counted, never hidden: a chunk the model cuts is embedded by its start alone.
-    let truncated = model.map_or(0, |model| chunks.iter().filter(|c| !tokens::read_whole(model, &c.embedded)).count());
+    let truncated = chunks.iter().filter(|c| !c.read_whole).count();
     if truncated > 0 {
         tracing::warn!(id = %document.id, truncated, chunks = chunks.len(), size = config.chunk_size,
             "chunks longer than the model reads whole; only their start is embedded");
@@ -321,6 +321,8 @@ struct ContextualChunk {
     chars: (usize, usize),
     /// The slide (its number) or sheet (its name) the chunk begins in, for those formats.
     section: Option<(&'static str, serde_json::Value)>,
+    /// The model reads `embedded` whole (counted once, when the chunk was fitted).
+    read_whole: bool,
 }
 
 /// The document's non-blank chunks under `config`, each with its context; each chunk
@@ -349,8 +351,8 @@ fn contextual_chunks(
     let (mut byte_at, mut char_at) = (0usize, 0usize);
     chunk_to_fit(text, config, fits)
         .into_iter()
-        .filter(|c| !c.text.trim().is_empty())
-        .map(|chunk| {
+        .filter(|(c, _)| !c.text.trim().is_empty())
+        .map(|(chunk, read_whole)| {
             if chunk.start < byte_at {
                 (byte_at, char_at) = (0, 0);
             }
@@ -373,7 +375,7 @@ fn contextual_chunks(
                 }
                 _ => None,
             };
-            ContextualChunk { chunk, context, heading, embedded, chars, section }
+            ContextualChunk { chunk, context, heading, embedded, chars, section, read_whole }
         })
         .collect()
 }

@@ -62,8 +62,9 @@ const MIN_FIT_CHARS: usize = 16;
 /// Splits `text` under `config`, then splits each chunk `fits` refuses again with the
 /// recursive separators at three quarters of the size, and so on, until every chunk fits (or
 /// is `MIN_FIT_CHARS` long). The overlap shrinks in proportion. The chunks still cover the
-/// text in order with no gap; a chunk that fits is exactly what `chunk` makes.
-pub fn chunk_to_fit(text: &str, config: &IngestionConfig, fits: impl Fn(&Chunk) -> bool) -> Vec<Chunk> {
+/// text in order with no gap; a chunk that fits is exactly what `chunk` makes. Each comes with
+/// whether it fits, so the caller asks `fits` once per chunk it keeps.
+pub fn chunk_to_fit(text: &str, config: &IngestionConfig, fits: impl Fn(&Chunk) -> bool) -> Vec<(Chunk, bool)> {
     let size = config.chunk_size.max(1) as usize;
     let overlap = (config.chunk_overlap as usize).min(size - 1);
     let mut fitted = Vec::new();
@@ -78,11 +79,12 @@ fn fit(
     chunk: Chunk,
     (size, overlap): (usize, usize),
     fits: &impl Fn(&Chunk) -> bool,
-    out: &mut Vec<Chunk>,
+    out: &mut Vec<(Chunk, bool)>,
 ) {
+    let fitting = fits(&chunk);
     let chars = chunk.text.chars().count();
-    if chars <= MIN_FIT_CHARS || fits(&chunk) {
-        out.push(chunk);
+    if fitting || chars <= MIN_FIT_CHARS {
+        out.push((chunk, fitting));
         return;
     }
     let smaller = (chars.min(size) * 3 / 4).max(MIN_FIT_CHARS);
@@ -260,7 +262,13 @@ mod tests {
         let config = config(60, 10, ChunkingStrategy::Recursive);
         // A model that reads at most five words (the caller's count).
         let fits = |c: &Chunk| c.text.split_whitespace().count() <= 5;
-        let fitted = chunk_to_fit(text, &config, fits);
+        let fitted: Vec<Chunk> = chunk_to_fit(text, &config, fits)
+            .into_iter()
+            .map(|(c, fitting)| {
+                assert!(fitting);
+                c
+            })
+            .collect();
         assert!(fitted.iter().all(fits), "{:?}", texts(&fitted));
         assert!(fitted.len() > chunk(text, &config).len());
         let mut covered = 0;
@@ -271,13 +279,16 @@ mod tests {
         }
         assert_eq!(covered, text.len());
         // Where everything fits, nothing changes.
-        assert_eq!(chunk_to_fit(text, &config, |_| true), chunk(text, &config));
+        let unchanged: Vec<Chunk> = chunk_to_fit(text, &config, |_| true).into_iter().map(|(c, _)| c).collect();
+        assert_eq!(unchanged, chunk(text, &config));
     }
 
     #[test]
     fn a_chunk_that_can_never_fit_stops_at_a_few_characters() {
         let text = "word ".repeat(40);
         let fitted = chunk_to_fit(&text, &config(100, 0, ChunkingStrategy::Fixed), |_| false);
+        assert!(fitted.iter().all(|(_, fitting)| !fitting), "each still says it does not fit");
+        let fitted: Vec<Chunk> = fitted.into_iter().map(|(c, _)| c).collect();
         assert!(fitted.iter().all(|c| c.text.chars().count() <= MIN_FIT_CHARS), "{:?}", texts(&fitted));
     }
 
