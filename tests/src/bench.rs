@@ -31,19 +31,41 @@ pub async fn exact_ids(
     filters: &SearchFilters,
     probe: &[f32],
 ) -> Vec<Uuid> {
+    nearest_ids(client, table, kb, filters, probe, None).await
+}
+
+/// The top 10 of the same scope and filters: exact (`ef_search` `None`, the index switched
+/// off) or through the HNSW index's iterative scan with that search list, as search runs it.
+pub async fn nearest_ids(
+    client: &mut tokio_postgres::Client,
+    table: &str,
+    kb: Uuid,
+    filters: &SearchFilters,
+    probe: &[f32],
+    ef_search: Option<i64>,
+) -> Vec<Uuid> {
     let tx = client.transaction().await.expect("tx");
-    tx.batch_execute("SET LOCAL enable_indexscan = off").await.expect("set");
+    let settings = match ef_search {
+        None => "SET LOCAL enable_indexscan = off".to_owned(),
+        Some(ef) => format!(
+            "SET LOCAL hnsw.iterative_scan = strict_order; SET LOCAL hnsw.ef_search = {ef}; \
+             SET LOCAL hnsw.max_scan_tuples = 50000"
+        ),
+    };
+    tx.batch_execute(&settings).await.expect("set");
+    // Ties broken by id where the order is exact; the index orders by distance alone.
+    let ties = if ef_search.is_none() { ", id" } else { "" };
     let vector = pgvector::Vector::from(probe.to_vec());
     let rows = tx
         .query(
             &format!(
                 "SELECT id FROM {table} WHERE kb_id = $1 AND ($2::text[] IS NULL OR organizational_unit = ANY($2)) \
-                 AND ($3::text[] IS NULL OR document_type = ANY($3)) ORDER BY embedding <=> $4, id LIMIT 10"
+                 AND ($3::text[] IS NULL OR document_type = ANY($3)) ORDER BY embedding <=> $4{ties} LIMIT 10"
             ),
             &[&kb, &filters.organizational_unit, &filters.document_type, &vector],
         )
         .await
-        .expect("exact");
+        .expect("nearest");
     tx.commit().await.expect("commit");
     rows.iter().map(|r| r.get(0)).collect()
 }

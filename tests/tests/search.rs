@@ -446,6 +446,68 @@ fn bm25(texts: &[&str], query: &[&str], text: &str) -> f64 {
 }
 
 #[tokio::test]
+async fn keyword_feedback_reorders_the_same_matches_by_the_words_of_the_best_chunks() {
+    let stack = Stack::from_env().await;
+    let db = stack.db().await;
+    let store = stack.store(1).await;
+    let org = Uuid::new_v4();
+    let name = format!("feedback_{}", &Uuid::new_v4().simple().to_string()[..10]);
+    store.ensure_vector_table(&name, 3).await.expect("table");
+    let base = Uuid::new_v4();
+    let texts = [
+        "gasket pump",
+        "gasket impel",
+        "gasket pump impel",
+        "gasket seal ring lamp hose",
+        "gasket pump impel volut hous",
+        "valv door",
+    ];
+    for text in texts {
+        let sql = format!(
+            "INSERT INTO rag_{name} (id, kb_id, org_id, document_id, chunk_index, content, embedding) \
+             VALUES (gen_random_uuid(), $1, $2, gen_random_uuid(), 0, $3, '[1,0,0]')"
+        );
+        db.execute(&sql, &[&base, &org, &text]).await.expect("chunk");
+    }
+    let scope = [sluice_store::ScopeBase { kb_id: base, org_id: Some(org) }];
+    let feedback = sluice_domain::config::KeywordFeedback { chunks: 3, terms: 20, original_weight_percent: 50 };
+    let search = async |query: &str, feedback| {
+        let hits = store.search_keyword(&name, &scope, &Default::default(), query, 10, feedback).await.expect("search");
+        hits.into_iter().map(|h| (h.content, h.score)).collect::<Vec<_>>()
+    };
+    let plain = search("gasket", None).await;
+    let score_of = |hits: &[(String, f64)], text: &str| hits.iter().find(|(t, _)| t == text).expect("a hit").1;
+    let (pumps, seals) = ("gasket pump impel volut hous", "gasket seal ring lamp hose");
+    assert_eq!(score_of(&plain, pumps), score_of(&plain, seals), "one word, the same length: a tie");
+
+    // RM3 by hand: each word's share of each of the three best chunks, weighed by the chunk's
+    // score, joins the query so that the query keeps half the weight.
+    let matching: Vec<&str> = texts.iter().copied().filter(|t| t.contains("gasket")).collect();
+    let best = ["gasket pump", "gasket impel", "gasket pump impel"];
+    let total: f64 = best.iter().map(|t| bm25(&texts, &["gasket"], t)).sum();
+    let mut weights: HashMap<&str, f64> = HashMap::new();
+    for text in &best {
+        let length = text.split_whitespace().count() as f64;
+        for word in text.split_whitespace() {
+            *weights.entry(word).or_default() += bm25(&texts, &["gasket"], text) / total / length;
+        }
+    }
+    let shares: f64 = weights.values().sum();
+    weights.values_mut().for_each(|w| *w /= shares);
+    *weights.get_mut("gasket").expect("gasket") += 1.0;
+    let expected = |text: &str| weights.iter().map(|(word, w)| w * bm25(&texts, &[word], text)).sum::<f64>();
+
+    let expanded = search("gasket", Some(feedback)).await;
+    assert_eq!(expanded.len(), matching.len(), "the same chunks match: {expanded:?}");
+    for (text, score) in &expanded {
+        assert!((score - expected(text)).abs() < 1e-9, "{text}: {score} is not {}", expected(text));
+    }
+    assert!(score_of(&expanded, pumps) > score_of(&expanded, seals), "the best chunks' words lift their like");
+    // A phrase asks for its own wording: no feedback.
+    assert_eq!(search("\"gasket pump\"", Some(feedback)).await, search("\"gasket pump\"", None).await);
+}
+
+#[tokio::test]
 async fn keyword_scores_are_bm25_over_the_callers_own_bases_through_every_write() {
     let stack = Stack::from_env().await;
     let db = stack.db().await;
@@ -469,8 +531,10 @@ async fn keyword_scores_are_bm25_over_the_callers_own_bases_through_every_write(
     }
     let scope_a = [sluice_store::ScopeBase { kb_id: base_a, org_id: Some(org_a) }];
     let scores = async |store: &sluice_store::Db| -> HashMap<String, f64> {
-        let hits =
-            store.search_keyword(&name, &scope_a, &Default::default(), "pump kit", 50).await.expect("keyword search");
+        let hits = store
+            .search_keyword(&name, &scope_a, &Default::default(), "pump kit", 50, None)
+            .await
+            .expect("keyword search");
         hits.into_iter().map(|h| (h.content, h.score)).collect()
     };
     let check = |found: &HashMap<String, f64>, texts: &[&str]| {
@@ -521,7 +585,7 @@ async fn keyword_scores_are_bm25_over_the_callers_own_bases_through_every_write(
     expected.sort_by(|a, b| b.total_cmp(a));
     for depth in [10, 50] {
         let hits = store
-            .search_keyword(&name, &scope_a, &Default::default(), "gasket pump", depth)
+            .search_keyword(&name, &scope_a, &Default::default(), "gasket pump", depth, None)
             .await
             .expect("keyword search");
         let got: Vec<f64> = hits.iter().map(|h| h.score).collect();

@@ -465,9 +465,12 @@ pub async fn search_bases(
         let keyword = async {
             match mode {
                 Mode::Vector => Ok(Vec::new()),
-                Mode::Keyword => state.db.search_keyword(name, &scope, filters, query, depth).await,
+                Mode::Keyword => {
+                    state.db.search_keyword(name, &scope, filters, query, depth, settings.keyword_feedback).await
+                }
                 Mode::Hybrid => {
-                    state.db.search_keyword(name, &scope, filters, query, settings.keyword_depth.max(depth)).await
+                    let depth = settings.keyword_depth.max(depth);
+                    state.db.search_keyword(name, &scope, filters, query, depth, settings.keyword_feedback).await
                 }
             }
         };

@@ -74,6 +74,28 @@ pub struct SearchSettings {
     pub vector_depth: i64,
     pub keyword_depth: i64,
     pub fusion: Fusion,
+    /// Pseudo-relevance feedback for the keyword leg (`SLUICE_SEARCH_KEYWORD_FEEDBACK`,
+    /// `on` by default or `off`): the words that weigh most in its first best chunks are
+    /// added to the query at a lower weight, and the leg ranks again.
+    pub keyword_feedback: Option<KeywordFeedback>,
+}
+
+/// RM3 pseudo-relevance feedback: the `chunks` best chunks of a first keyword ranking, each
+/// weighed by its score, give a distribution of their words (a word's share of its chunk);
+/// its `terms` heaviest words join the query, which keeps `original_weight_percent` of the
+/// weight. The defaults are the best of the relevance benchmark's study on both its halves
+/// (BENCHMARKS.md, "Search relevance").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeywordFeedback {
+    pub chunks: usize,
+    pub terms: usize,
+    pub original_weight_percent: u32,
+}
+
+impl Default for KeywordFeedback {
+    fn default() -> Self {
+        Self { chunks: 5, terms: 20, original_weight_percent: 50 }
+    }
 }
 
 /// The fusion of a hybrid search's two rankings (`SLUICE_SEARCH_FUSION`).
@@ -99,7 +121,12 @@ impl Default for SearchSettings {
     /// queries the convex combination gained with titled documents and lost with id-named
     /// ones, so it is an operator's choice, measured on their own collection.
     fn default() -> Self {
-        Self { vector_depth: 50, keyword_depth: 50, fusion: Fusion::Rrf { k: DEFAULT_RRF_K } }
+        Self {
+            vector_depth: 50,
+            keyword_depth: 50,
+            fusion: Fusion::Rrf { k: DEFAULT_RRF_K },
+            keyword_feedback: Some(KeywordFeedback::default()),
+        }
     }
 }
 
@@ -297,6 +324,16 @@ impl Config {
                             });
                         }
                     },
+                    keyword_feedback: match lookup("SLUICE_SEARCH_KEYWORD_FEEDBACK").as_deref().map(str::trim) {
+                        None | Some("" | "on") => defaults.keyword_feedback,
+                        Some("off") => None,
+                        Some(_) => {
+                            return Err(ConfigError::OutOfRange {
+                                name: "SLUICE_SEARCH_KEYWORD_FEEDBACK",
+                                why: "it is on (the default) or off".to_owned(),
+                            });
+                        }
+                    },
                 }
             },
             deployment_account_id: lookup("SLUICE_DEPLOYMENT_ACCOUNT_ID").filter(|v| !v.is_empty()),
@@ -393,6 +430,19 @@ mod tests {
             Fusion::Convex { vector_weight_percent: DEFAULT_VECTOR_WEIGHT_PERCENT }
         );
         assert!(fusion(&[("SLUICE_SEARCH_FUSION", "borda")]).is_err());
+    }
+
+    #[test]
+    fn keyword_feedback_is_on_unless_turned_off() {
+        let feedback = |value: Option<&str>| {
+            let mut all = vec![("SLUICE_BUCKET", "b"), ("SLUICE_KMS_KEY_ID", "k")];
+            all.extend(value.map(|v| ("SLUICE_SEARCH_KEYWORD_FEEDBACK", v)));
+            Config::from_lookup(lookup(&all)).map(|c| c.search.keyword_feedback)
+        };
+        assert_eq!(feedback(None).expect("default"), Some(KeywordFeedback::default()));
+        assert_eq!(feedback(Some("on")).expect("on"), Some(KeywordFeedback::default()));
+        assert_eq!(feedback(Some("off")).expect("off"), None);
+        assert!(feedback(Some("yes")).is_err());
     }
 
     #[test]

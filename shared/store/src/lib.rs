@@ -6,6 +6,7 @@ mod collections;
 mod connect;
 mod credentials;
 mod documents;
+mod keyword_feedback;
 mod knowledge;
 mod migrate;
 mod reindex;

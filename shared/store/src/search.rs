@@ -7,9 +7,11 @@
 //! still yield fewer than `k` (its scan budget spent), the search is repeated exactly, so a
 //! filter never silently returns fewer rows than match.
 
+use crate::keyword_feedback::{FeedbackChunk, expanded_query};
 use crate::vectors::vector_width;
 use crate::{Db, StoreError};
 use sluice_domain::collection::vector_table;
+use sluice_domain::config::KeywordFeedback;
 use time::Date;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
@@ -123,7 +125,11 @@ impl Db {
     /// `-` to exclude; never a syntax error) and its words are alternatives, as a keyword
     /// search reads a question: a chunk matches any of them; a `-word` excludes, a phrase
     /// must be whole. One that leaves no word to look for (only stop words or punctuation)
-    /// matches nothing.
+    /// matches nothing. With `feedback`, a query without a phrase is ranked twice: the words
+    /// weighing most in the first ranking's best chunks join it at a lower weight
+    /// (`crate::keyword_feedback`) and the first ranking's best `max(2 × depth, 100)` are
+    /// scored again: the added words reorder what the query's words found, never add a chunk
+    /// the query does not match.
     ///
     /// Scoring every chunk that holds a common word would cost as many chunks as hold it, so
     /// the candidates are read rarest words first (MaxScore): the chunks holding the rarest
@@ -137,6 +143,7 @@ impl Db {
         filters: &SearchFilters,
         query: &str,
         depth: i64,
+        feedback: Option<KeywordFeedback>,
     ) -> Result<Vec<Hit>, StoreError> {
         let client = self.client().await?;
         let Some(language) = text_search_language(&client, collection).await? else {
@@ -149,96 +156,66 @@ impl Db {
         let (wanted, excluded) = split_exclusions(query);
         let parsed = client
             .query_one(
-                "SELECT query::text, querytree(query) FROM
-                     (SELECT CASE WHEN $2 = '' THEN w ELSE w && !!x END AS query FROM
-                         (SELECT replace(websearch_to_tsquery($1::text::regconfig, $3)::text, ' & ', ' | ')::tsquery AS w,
-                                 replace(plainto_tsquery($1::text::regconfig, $2)::text, ' & ', ' | ')::tsquery AS x)
-                          AS parts) AS q",
+                "SELECT w::text, x::text, querytree(w) FROM
+                     (SELECT replace(websearch_to_tsquery($1::text::regconfig, $3)::text, ' & ', ' | ')::tsquery AS w,
+                             replace(plainto_tsquery($1::text::regconfig, $2)::text, ' & ', ' | ')::tsquery AS x)
+                      AS parts",
                 &[&language, &excluded, &wanted],
             )
             .await?;
-        let tsquery: String = parsed.get(0);
-        let mut lexemes = quoted_lexemes(&parsed.get::<_, String>(1));
+        let (wanted, excluded): (String, String) = (parsed.get(0), parsed.get(1));
+        let mut lexemes = quoted_lexemes(&parsed.get::<_, String>(2));
         lexemes.sort();
         lexemes.dedup();
-        if tsquery.is_empty() || lexemes.is_empty() {
+        if wanted.is_empty() || lexemes.is_empty() {
             return Ok(Vec::new());
         }
-        // The statistics of the query's words over the scope; the empty lexeme's are the
-        // scope's totals.
-        let kb_ids: Vec<Uuid> = scope.iter().map(|b| b.kb_id).collect();
-        let tenants: Vec<Uuid> = scope.iter().map(|b| b.org_id.unwrap_or(NO_TENANT)).collect();
-        let statistics = client
+        let matching = |words: &str| match excluded.as_str() {
+            "" => words.to_owned(),
+            excluded => format!("({words}) & !({excluded})"),
+        };
+        let weighed: Vec<(String, f64)> = lexemes.iter().map(|lexeme| (lexeme.clone(), 1.0)).collect();
+        let matches = matching(&wanted);
+        // A phrase asks for those words in that order: feedback would find other wording.
+        let Some(feedback) = feedback.filter(|_| !wanted.contains('<')) else {
+            let leg = KeywordLeg { client: &client, table: &table, scope, filters, depth };
+            let rows = leg.rank(&matches, &weighed).await?.unwrap_or_default();
+            return Ok(rows.iter().map(|r| hit(r, r.get("rank"))).collect());
+        };
+        // Ranked deeper first, so a chunk just below `depth` may climb once the added words weigh.
+        let pool = depth.saturating_mul(2).max(FEEDBACK_POOL);
+        let leg = KeywordLeg { client: &client, table: &table, scope, filters, depth: pool };
+        let rows = leg.rank(&matches, &weighed).await?.unwrap_or_default();
+        let best: Vec<Uuid> = rows.iter().take(feedback.chunks).map(|r| r.get("id")).collect();
+        let words = client
             .query(
                 &format!(
-                    "SELECT words.lexeme, coalesce(sum(s.chunks), 0)::float8, coalesce(sum(s.occurrences), 0)::float8
-                     FROM unnest($1::text[] || ''::text) AS words(lexeme)
-                     LEFT JOIN \"{table}$terms\" AS s ON s.lexeme = words.lexeme
-                          AND (s.kb_id, s.org_id) IN (SELECT * FROM unnest($2::uuid[], $3::uuid[]))
-                     GROUP BY words.lexeme"
+                    "SELECT c.id, t.lexeme, cardinality(t.positions)::float8, c.search_length::float8
+                     FROM {table} AS c, unnest(c.search_vector) AS t WHERE c.id = ANY($1)"
                 ),
-                &[&lexemes, &kb_ids, &tenants],
+                &[&best],
             )
             .await?;
-        let totals = statistics.iter().find(|r| r.get::<_, String>(0).is_empty());
-        let (chunks, occurrences) = totals.map_or((0.0, 0.0), |r| (r.get::<_, f64>(1), r.get::<_, f64>(2)));
-        if chunks == 0.0 {
-            return Ok(Vec::new());
-        }
-        let mut terms: Vec<(String, f64)> = statistics
+        let chunks: Vec<FeedbackChunk> = rows
             .iter()
-            .filter(|r| !r.get::<_, String>(0).is_empty())
-            .map(|r| (r.get::<_, String>(0), r.get::<_, f64>(1)))
+            .take(feedback.chunks)
+            .map(|r| {
+                let id: Uuid = r.get("id");
+                let own = words.iter().filter(|w| w.get::<_, Uuid>(0) == id);
+                FeedbackChunk {
+                    score: r.get("rank"),
+                    length: own.clone().next().map_or(0.0, |w| w.get(3)),
+                    words: own.map(|w| (w.get(1), w.get(2))).collect(),
+                }
+            })
             .collect();
-        terms.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
-        let idfs: Vec<f64> = terms.iter().map(|(_, holding)| bm25_idf(chunks, *holding)).collect();
-        let lexemes: Vec<String> = terms.iter().map(|(lexeme, _)| lexeme.clone()).collect();
-        let average_length = (occurrences / chunks).max(1.0);
-        let mut read = first_tier(&terms.iter().map(|(_, holding)| *holding).collect::<Vec<_>>());
-        loop {
-            // The candidates: chunks matching the query and holding one of the words read.
-            let candidates = if read < terms.len() {
-                format!("({tsquery}) & ({})", any_of(&lexemes[..read]))
-            } else {
-                tsquery.clone()
-            };
-            let mut rows = Vec::new();
-            for base in scope {
-                let sql = format!(
-                    "SELECT id, kb_id, document_id, filename, chunk_index, content, metadata, source, document_type,
-                            organizational_unit, document_date,
-                            coalesce((SELECT sum(w.idf * cardinality(t.positions) * ({BM25_K1} + 1)
-                                              / (cardinality(t.positions)
-                                                 + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * c.search_length / $12::float8)))
-                                      FROM unnest(ts_filter(setweight(c.search_vector, 'A', $10), '{{a}}')) AS t
-                                      JOIN unnest($10::text[], $11::float8[]) AS w(lexeme, idf) ON w.lexeme = t.lexeme),
-                                     0)::float8 AS rank
-                     FROM {table} AS c
-                     WHERE kb_id = $1 AND {} {WHERE_FILTERS} AND c.search_vector @@ $9::text::tsquery
-                     ORDER BY rank DESC, id LIMIT $13",
-                    tenant_clause(base)
-                );
-                let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, filters);
-                let params: [&(dyn ToSql + Sync); 13] =
-                    [p1, p2, p3, p4, p5, p6, p7, p8, &candidates, &lexemes, &idfs, &average_length, &depth];
-                rows.extend(client.query(&sql, &params).await?);
-            }
-            rows.sort_by(|a, b| {
-                b.get::<_, f64>("rank")
-                    .total_cmp(&a.get::<_, f64>("rank"))
-                    .then(a.get::<_, Uuid>("id").cmp(&b.get("id")))
-            });
-            rows.truncate(usize::try_from(depth).unwrap_or(usize::MAX));
-            // A chunk holding none of the words read scores at most what the unread words
-            // could each add at their most (BM25 saturates at idf × (k1 + 1)).
-            let unread_bound: f64 = idfs[read.min(idfs.len())..].iter().map(|idf| idf * (BM25_K1 + 1.0)).sum();
-            let full = rows.len() as i64 == depth;
-            let last = rows.last().map_or(0.0, |r| r.get::<_, f64>("rank"));
-            if read >= terms.len() || (full && last > unread_bound) {
-                return Ok(rows.iter().map(|r| hit(r, r.get("rank"))).collect());
-            }
-            read += 1;
-        }
+        let expanded = expanded_query(&lexemes, &chunks, feedback);
+        // The same chunks, ranked again with the added words: they reorder what the query's
+        // own words matched and never add a chunk.
+        let pooled: Vec<Uuid> = rows.iter().map(|r| r.get("id")).collect();
+        let leg = KeywordLeg { depth, ..leg };
+        let rows = leg.rescore(&pooled, &expanded).await?;
+        Ok(rows.iter().map(|r| hit(r, r.get("rank"))).collect())
     }
 
     /// The `organizational_unit` values present in `collection` within `scope`, sorted;
@@ -265,10 +242,162 @@ impl Db {
     }
 }
 
+/// One keyword ranking's fixed parts: where it reads and how many chunks it keeps.
+struct KeywordLeg<'a, C> {
+    client: &'a C,
+    table: &'a str,
+    scope: &'a [ScopeBase],
+    filters: &'a SearchFilters,
+    depth: i64,
+}
+
+/// The scope's term statistics for a query's words: how many chunks the scope holds, their
+/// average length, and each word (rarest first) with how many chunks hold it and its idf
+/// times its weight in the query.
+struct Statistics {
+    average_length: f64,
+    lexemes: Vec<String>,
+    holding: Vec<f64>,
+    idfs: Vec<f64>,
+}
+
+/// A chunk's BM25 score for the words in parameter `$n`, their weighted idfs in `$n+1` and
+/// the scope's average length in `$n+2`: term frequencies from the words' positions in its
+/// `tsvector`, its length from `search_length`.
+fn bm25_score(n: usize) -> String {
+    let (words, idfs, average) = (n, n + 1, n + 2);
+    format!(
+        "coalesce((SELECT sum(w.idf * cardinality(t.positions) * ({BM25_K1} + 1)
+                          / (cardinality(t.positions)
+                             + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * c.search_length / ${average}::float8)))
+                  FROM unnest(ts_filter(setweight(c.search_vector, 'A', ${words}), '{{a}}')) AS t
+                  JOIN unnest(${words}::text[], ${idfs}::float8[]) AS w(lexeme, idf) ON w.lexeme = t.lexeme),
+                 0)::float8"
+    )
+}
+
+const HIT_COLUMNS: &str = "id, kb_id, document_id, filename, chunk_index, content, metadata, source, document_type,
+                           organizational_unit, document_date";
+
+impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
+    /// The statistics of `words` (each lexeme with its weight in the query) over the
+    /// scope; `None` when the scope holds no chunk at all.
+    async fn statistics(&self, words: &[(String, f64)]) -> Result<Option<Statistics>, StoreError> {
+        // The empty lexeme's row holds the scope's totals.
+        let kb_ids: Vec<Uuid> = self.scope.iter().map(|b| b.kb_id).collect();
+        let tenants: Vec<Uuid> = self.scope.iter().map(|b| b.org_id.unwrap_or(NO_TENANT)).collect();
+        let lexemes: Vec<&str> = words.iter().map(|(lexeme, _)| lexeme.as_str()).collect();
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT words.lexeme, coalesce(sum(s.chunks), 0)::float8, coalesce(sum(s.occurrences), 0)::float8
+                     FROM unnest($1::text[] || ''::text) AS words(lexeme)
+                     LEFT JOIN \"{}$terms\" AS s ON s.lexeme = words.lexeme
+                          AND (s.kb_id, s.org_id) IN (SELECT * FROM unnest($2::uuid[], $3::uuid[]))
+                     GROUP BY words.lexeme",
+                    self.table
+                ),
+                &[&lexemes, &kb_ids, &tenants],
+            )
+            .await?;
+        let totals = rows.iter().find(|r| r.get::<_, String>(0).is_empty());
+        let (chunks, occurrences) = totals.map_or((0.0, 0.0), |r| (r.get::<_, f64>(1), r.get::<_, f64>(2)));
+        if chunks == 0.0 {
+            return Ok(None);
+        }
+        let mut terms: Vec<(String, f64)> = rows
+            .iter()
+            .filter(|r| !r.get::<_, String>(0).is_empty())
+            .map(|r| (r.get::<_, String>(0), r.get::<_, f64>(1)))
+            .collect();
+        terms.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        let weight_of = |lexeme: &str| words.iter().find(|(w, _)| w == lexeme).map_or(0.0, |(_, weight)| *weight);
+        Ok(Some(Statistics {
+            average_length: (occurrences / chunks).max(1.0),
+            idfs: terms.iter().map(|(lexeme, holding)| bm25_idf(chunks, *holding) * weight_of(lexeme)).collect(),
+            holding: terms.iter().map(|(_, holding)| *holding).collect(),
+            lexemes: terms.into_iter().map(|(lexeme, _)| lexeme).collect(),
+        }))
+    }
+
+    /// The `depth` chunks matching `tsquery` that BM25 ranks best for `words`, best first;
+    /// `None` when the scope holds no chunk at all.
+    async fn rank(
+        &self,
+        tsquery: &str,
+        words: &[(String, f64)],
+    ) -> Result<Option<Vec<tokio_postgres::Row>>, StoreError> {
+        let Some(Statistics { average_length, lexemes, holding, idfs }) = self.statistics(words).await? else {
+            return Ok(None);
+        };
+        let mut read = first_tier(&holding);
+        loop {
+            // The candidates: chunks matching the query and holding one of the words read.
+            let candidates = if read < lexemes.len() {
+                format!("({tsquery}) & ({})", any_of(&lexemes[..read]))
+            } else {
+                tsquery.to_owned()
+            };
+            let mut rows = Vec::new();
+            for base in self.scope {
+                let sql = format!(
+                    "SELECT {HIT_COLUMNS}, {} AS rank
+                     FROM {} AS c
+                     WHERE kb_id = $1 AND {} {WHERE_FILTERS} AND c.search_vector @@ $9::text::tsquery
+                     ORDER BY rank DESC, id LIMIT $13",
+                    bm25_score(10),
+                    self.table,
+                    tenant_clause(base)
+                );
+                let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, self.filters);
+                let params: [&(dyn ToSql + Sync); 13] =
+                    [p1, p2, p3, p4, p5, p6, p7, p8, &candidates, &lexemes, &idfs, &average_length, &self.depth];
+                rows.extend(self.client.query(&sql, &params).await?);
+            }
+            best_first(&mut rows, self.depth);
+            // A chunk holding none of the words read scores at most what the unread words
+            // could each add at their most (BM25 saturates at idf × (k1 + 1)).
+            let unread_bound: f64 = idfs[read.min(idfs.len())..].iter().map(|idf| idf * (BM25_K1 + 1.0)).sum();
+            let full = rows.len() as i64 == self.depth;
+            let last = rows.last().map_or(0.0, |r| r.get::<_, f64>("rank"));
+            if read >= lexemes.len() || (full && last > unread_bound) {
+                return Ok(Some(rows));
+            }
+            read += 1;
+        }
+    }
+
+    /// The chunks `ids` (found by `rank` within this scope) scored again for `words`: the
+    /// `depth` best, best first.
+    async fn rescore(&self, ids: &[Uuid], words: &[(String, f64)]) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let Some(Statistics { average_length, lexemes, idfs, .. }) = self.statistics(words).await? else {
+            return Ok(Vec::new());
+        };
+        let sql =
+            format!("SELECT {HIT_COLUMNS}, {} AS rank FROM {} AS c WHERE c.id = ANY($1)", bm25_score(2), self.table);
+        let mut rows = self.client.query(&sql, &[&ids, &lexemes, &idfs, &average_length]).await?;
+        best_first(&mut rows, self.depth);
+        Ok(rows)
+    }
+}
+
+/// `rows` ordered by their `rank`, best first (ties by id), and cut to `depth`.
+fn best_first(rows: &mut Vec<tokio_postgres::Row>, depth: i64) {
+    rows.sort_by(|a, b| {
+        b.get::<_, f64>("rank").total_cmp(&a.get::<_, f64>("rank")).then(a.get::<_, Uuid>("id").cmp(&b.get("id")))
+    });
+    rows.truncate(usize::try_from(depth).unwrap_or(usize::MAX));
+}
+
 /// BM25's term-frequency saturation and length normalisation, at the values Lucene and
 /// Elasticsearch ship.
 const BM25_K1: f64 = 1.2;
 const BM25_B: f64 = 0.75;
+
+/// How many chunks feedback ranks again, at least: on the relevance benchmark, reordering
+/// the first 100 gained as much as ranking every match again, and 50 less.
+const FEEDBACK_POOL: i64 = 100;
 
 /// About how many chunks the keyword leg scores before it knows whether the rest can matter.
 const RARE_CANDIDATES: f64 = 1_000.0;

@@ -6,12 +6,14 @@
 //! the indexes' sizes; the keyword statistics' size and their upkeep (a 1,000-chunk document
 //! written and another deleted, index and statistics live, timed); search p50/p95 for
 //! `vector`, `keyword` and `hybrid` top 10 — unfiltered, a 10% filter and a 1% filter — with
-//! `vector`'s recall@10 against an exact scan. Every figure at a size is printed beside the
+//! `vector`'s recall@10 against an exact scan; and a study of the vector leg's two choices
+//! (the index's search list `ef_search` from 100 to 1,000, and an exact scan), each filter's
+//! p50/p95 and recall@10. Every figure at a size is printed beside the
 //! first size's as a ratio: how search grows with the collection.
 //!
 //! `bench-scale [--sizes 100000,1000000] [--queries 100]`; reads the stack's environment.
 
-use sluice_e2e::bench::{bench_collection, exact_ids};
+use sluice_e2e::bench::{bench_collection, exact_ids, nearest_ids};
 use sluice_e2e::vectors::{CLUSTERS, Rng, near_topic, normalised, percentile, topic_words};
 use sluice_store::{ChunkRow, Db, ScopeBase, SearchFilters};
 use std::time::Instant;
@@ -95,7 +97,13 @@ struct Measured {
     delete_1000_ms: f64,
     /// `(filter, mode, p50 ms, p95 ms, recall@10 for vector)`.
     searches: Vec<(&'static str, &'static str, f64, f64, Option<f64>)>,
+    /// The vector leg's two choices measured: `(filter, ef_search or None for exact, p50 ms,
+    /// p95 ms, recall@10)`.
+    study: Vec<(&'static str, Option<i64>, f64, f64, f64)>,
 }
+
+/// The search lists the study tries through the index; `None` is the exact scan.
+const STUDIED_EF: [Option<i64>; 6] = [None, Some(100), Some(200), Some(400), Some(800), Some(1000)];
 
 async fn measure(db: &Db, client: &mut tokio_postgres::Client, rows: usize, queries: usize) -> Measured {
     let name = format!("bench_scale_{}", &Uuid::new_v4().simple().to_string()[..8]);
@@ -149,11 +157,21 @@ async fn measure(db: &Db, client: &mut tokio_postgres::Client, rows: usize, quer
         for mode in ["vector", "keyword", "hybrid"] {
             let run = async |(probe, text): &(Vec<f32>, String)| match mode {
                 "vector" => db.search_chunks(&name, &scope, filters, probe, 10).await.expect("vector"),
-                "keyword" => db.search_keyword(&name, &scope, filters, text, 10).await.expect("keyword"),
+                "keyword" => db
+                    .search_keyword(&name, &scope, filters, text, 10, settings.keyword_feedback)
+                    .await
+                    .expect("keyword"),
                 _ => {
                     let (vector, keyword) = tokio::join!(
                         db.search_chunks(&name, &scope, filters, probe, settings.vector_depth),
-                        db.search_keyword(&name, &scope, filters, text, settings.keyword_depth)
+                        db.search_keyword(
+                            &name,
+                            &scope,
+                            filters,
+                            text,
+                            settings.keyword_depth,
+                            settings.keyword_feedback
+                        )
                     );
                     let fused =
                         sluice_knowledge::search::fuse(vector.expect("v"), keyword.expect("k"), settings.fusion);
@@ -183,10 +201,30 @@ async fn measure(db: &Db, client: &mut tokio_postgres::Client, rows: usize, quer
             searches.push((*label, mode, percentile(&took, 0.5), percentile(&took, 0.95), recall));
         }
     }
+    // The vector leg's choices, each on its own: how wide the index's search list must be for
+    // recall, and what an exact scan of each filter's matches costs.
+    let mut study = Vec::new();
+    for (label, filters) in &cases {
+        let mut exact = Vec::new();
+        for query in &asked {
+            exact.push(exact_ids(client, &table, kb, filters, &query.0).await);
+        }
+        for ef in STUDIED_EF {
+            let (mut took, mut recall) = (Vec::new(), 0.0);
+            for (query, truth) in asked.iter().zip(&exact) {
+                let started = Instant::now();
+                let found = nearest_ids(client, &table, kb, filters, &query.0, ef).await;
+                took.push(started.elapsed().as_secs_f64() * 1000.0);
+                recall += found.iter().filter(|id| truth.contains(id)).count() as f64 / truth.len().max(1) as f64;
+            }
+            took.sort_by(f64::total_cmp);
+            study.push((*label, ef, percentile(&took, 0.5), percentile(&took, 0.95), recall / asked.len() as f64));
+        }
+    }
     let _ = client
         .batch_execute(&format!("DROP TABLE {table} CASCADE; DELETE FROM knowledge_bases WHERE id = '{kb}'"))
         .await;
-    Measured { rows, load_seconds, build_seconds, sizes, write_1000_ms, delete_1000_ms, searches }
+    Measured { rows, load_seconds, build_seconds, sizes, write_1000_ms, delete_1000_ms, searches, study }
 }
 
 fn mib(bytes: i64) -> f64 {
@@ -213,8 +251,9 @@ async fn main() {
         // Each size's figures as soon as they are in, so a run cut short keeps them.
         eprintln!(
             "{rows} chunks: load {:.0} s, HNSW build {:.0} s, sizes (table, HNSW, GIN, statistics) {:?} bytes, \
-             write/delete 1,000 {:.0}/{:.0} ms, searches (filter, mode, p50, p95, recall) {:?}",
-            m.load_seconds, m.build_seconds, m.sizes, m.write_1000_ms, m.delete_1000_ms, m.searches
+             write/delete 1,000 {:.0}/{:.0} ms, searches (filter, mode, p50, p95, recall) {:?}, \
+             vector study (filter, ef_search, p50, p95, recall) {:?}",
+            m.load_seconds, m.build_seconds, m.sizes, m.write_1000_ms, m.delete_1000_ms, m.searches, m.study
         );
         measured.push(m);
     }
@@ -253,5 +292,19 @@ async fn main() {
             last.2 / first.searches[i].2,
             recalls.join(" / ")
         );
+    }
+    println!();
+    println!("The vector leg's choices, top 10 (`ef_search` through the index's iterative scan, or exact):");
+    println!();
+    let header: Vec<String> = measured.iter().map(|m| format!("{} p50/p95 ms, recall@10", m.rows)).collect();
+    println!("| search | scan | {} |", header.join(" | "));
+    println!("|---|---|{}", "---|".repeat(measured.len()));
+    for (i, (label, ef, _, _, _)) in first.study.iter().enumerate() {
+        let cells: Vec<String> = measured
+            .iter()
+            .map(|m| format!("{:.2} / {:.2}, {:.3}", m.study[i].2, m.study[i].3, m.study[i].4))
+            .collect();
+        let scan = ef.map_or_else(|| "exact".to_owned(), |ef| format!("ef_search {ef}"));
+        println!("| {label} | {scan} | {} |", cells.join(" | "));
     }
 }
