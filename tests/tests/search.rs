@@ -472,7 +472,8 @@ async fn keyword_feedback_reorders_the_same_matches_by_the_words_of_the_best_chu
     let scope = [sluice_store::ScopeBase { kb_id: base, org_id: Some(org) }];
     let feedback = sluice_domain::config::KeywordFeedback { chunks: 3, terms: 20, original_weight_percent: 50 };
     let search = async |query: &str, feedback| {
-        let hits = store.search_keyword(&name, &scope, &Default::default(), query, 10, feedback).await.expect("search");
+        let reading = sluice_domain::config::KeywordReading { feedback, time_budget: None };
+        let hits = store.search_keyword(&name, &scope, &Default::default(), query, 10, reading).await.expect("search");
         hits.into_iter().map(|h| (h.content, h.score)).collect::<Vec<_>>()
     };
     let plain = search("gasket", None).await;
@@ -508,6 +509,44 @@ async fn keyword_feedback_reorders_the_same_matches_by_the_words_of_the_best_chu
 }
 
 #[tokio::test]
+async fn past_its_time_budget_the_keyword_leg_answers_with_the_words_it_has_read() {
+    let stack = Stack::from_env().await;
+    let db = stack.db().await;
+    let store = stack.store(1).await;
+    let org = Uuid::new_v4();
+    let name = format!("budget_{}", &Uuid::new_v4().simple().to_string()[..10]);
+    store.ensure_vector_table(&name, 3).await.expect("table");
+    let base = Uuid::new_v4();
+    // 900 long chunks hold "gasket" (read first: rarer), 1,100 one-word chunks "pump"; BM25
+    // ranks a short "pump" chunk above any long "gasket" one, so the exact answer needs the
+    // second, commoner word read.
+    let sql = format!(
+        "INSERT INTO rag_{name} (id, kb_id, org_id, document_id, chunk_index, content, embedding) \
+         SELECT gen_random_uuid(), $1, $2, gen_random_uuid(), g, \
+                CASE WHEN g <= 900 THEN 'gasket' || repeat(' lamp', 20) ELSE 'pump' END, '[1,0,0]' \
+         FROM generate_series(1, 2000) AS g"
+    );
+    db.execute(&sql, &[&base, &org]).await.expect("chunks");
+    let scope = [sluice_store::ScopeBase { kb_id: base, org_id: Some(org) }];
+    let search = async |time_budget| {
+        let reading = sluice_domain::config::KeywordReading { feedback: None, time_budget };
+        let hits = store.search_keyword(&name, &scope, &Default::default(), "gasket pump", 2, reading).await;
+        hits.expect("search").into_iter().map(|h| h.content).collect::<Vec<_>>()
+    };
+    assert_eq!(search(None).await, ["pump", "pump"], "read whole, the exact answer");
+    let hurried = search(Some(std::time::Duration::from_millis(1))).await;
+    assert_eq!(hurried.len(), 2, "a full answer: {hurried:?}");
+    assert!(hurried.iter().all(|c| c.starts_with("gasket")), "the rarer word's best: {hurried:?}");
+    // An answer short of the depth reads on, budget or not: never fewer rows than match.
+    let reading = sluice_domain::config::KeywordReading {
+        feedback: None,
+        time_budget: Some(std::time::Duration::from_millis(1)),
+    };
+    let all = store.search_keyword(&name, &scope, &Default::default(), "gasket pump", 2000, reading).await;
+    assert_eq!(all.expect("search").len(), 2000);
+}
+
+#[tokio::test]
 async fn keyword_scores_are_bm25_over_the_callers_own_bases_through_every_write() {
     let stack = Stack::from_env().await;
     let db = stack.db().await;
@@ -532,7 +571,7 @@ async fn keyword_scores_are_bm25_over_the_callers_own_bases_through_every_write(
     let scope_a = [sluice_store::ScopeBase { kb_id: base_a, org_id: Some(org_a) }];
     let scores = async |store: &sluice_store::Db| -> HashMap<String, f64> {
         let hits = store
-            .search_keyword(&name, &scope_a, &Default::default(), "pump kit", 50, None)
+            .search_keyword(&name, &scope_a, &Default::default(), "pump kit", 50, Default::default())
             .await
             .expect("keyword search");
         hits.into_iter().map(|h| (h.content, h.score)).collect()
@@ -585,7 +624,7 @@ async fn keyword_scores_are_bm25_over_the_callers_own_bases_through_every_write(
     expected.sort_by(|a, b| b.total_cmp(a));
     for depth in [10, 50] {
         let hits = store
-            .search_keyword(&name, &scope_a, &Default::default(), "gasket pump", depth, None)
+            .search_keyword(&name, &scope_a, &Default::default(), "gasket pump", depth, Default::default())
             .await
             .expect("keyword search");
         let got: Vec<f64> = hits.iter().map(|h| h.score).collect();

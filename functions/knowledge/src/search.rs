@@ -465,12 +465,10 @@ pub async fn search_bases(
         let keyword = async {
             match mode {
                 Mode::Vector => Ok(Vec::new()),
-                Mode::Keyword => {
-                    state.db.search_keyword(name, &scope, filters, query, depth, settings.keyword_feedback).await
-                }
+                Mode::Keyword => state.db.search_keyword(name, &scope, filters, query, depth, settings.keyword).await,
                 Mode::Hybrid => {
                     let depth = settings.keyword_depth.max(depth);
-                    state.db.search_keyword(name, &scope, filters, query, depth, settings.keyword_feedback).await
+                    state.db.search_keyword(name, &scope, filters, query, depth, settings.keyword).await
                 }
             }
         };

@@ -74,11 +74,25 @@ pub struct SearchSettings {
     pub vector_depth: i64,
     pub keyword_depth: i64,
     pub fusion: Fusion,
-    /// Pseudo-relevance feedback for the keyword leg (`SLUICE_SEARCH_KEYWORD_FEEDBACK`,
-    /// `on` by default or `off`): the words that weigh most in its first best chunks are
-    /// added to the query at a lower weight, and the leg ranks again.
-    pub keyword_feedback: Option<KeywordFeedback>,
+    /// How the keyword leg reads (`KeywordReading`).
+    pub keyword: KeywordReading,
 }
+
+/// How the keyword leg reads. `Default` is exact BM25: no feedback, no time budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KeywordReading {
+    /// Pseudo-relevance feedback (`SLUICE_SEARCH_KEYWORD_FEEDBACK`, `on` by default or
+    /// `off`): the words that weigh most in its first best chunks are added to the query at
+    /// a lower weight, and the leg ranks again.
+    pub feedback: Option<KeywordFeedback>,
+    /// How long it reads on once its rarest words are read (`SLUICE_SEARCH_KEYWORD_BUDGET_MS`,
+    /// default 60; 0 for no limit): past it, the best of the chunks holding the words read so
+    /// far is the answer.
+    pub time_budget: Option<std::time::Duration>,
+}
+
+/// Default `SLUICE_SEARCH_KEYWORD_BUDGET_MS`.
+pub const DEFAULT_KEYWORD_BUDGET_MS: u64 = 60;
 
 /// RM3 pseudo-relevance feedback: the `chunks` best chunks of a first keyword ranking, each
 /// weighed by its score, give a distribution of their words (a word's share of its chunk);
@@ -125,7 +139,10 @@ impl Default for SearchSettings {
             vector_depth: 50,
             keyword_depth: 50,
             fusion: Fusion::Rrf { k: DEFAULT_RRF_K },
-            keyword_feedback: Some(KeywordFeedback::default()),
+            keyword: KeywordReading {
+                feedback: Some(KeywordFeedback::default()),
+                time_budget: Some(std::time::Duration::from_millis(DEFAULT_KEYWORD_BUDGET_MS)),
+            },
         }
     }
 }
@@ -324,15 +341,21 @@ impl Config {
                             });
                         }
                     },
-                    keyword_feedback: match lookup("SLUICE_SEARCH_KEYWORD_FEEDBACK").as_deref().map(str::trim) {
-                        None | Some("" | "on") => defaults.keyword_feedback,
-                        Some("off") => None,
-                        Some(_) => {
-                            return Err(ConfigError::OutOfRange {
-                                name: "SLUICE_SEARCH_KEYWORD_FEEDBACK",
-                                why: "it is on (the default) or off".to_owned(),
-                            });
-                        }
+                    keyword: KeywordReading {
+                        feedback: match lookup("SLUICE_SEARCH_KEYWORD_FEEDBACK").as_deref().map(str::trim) {
+                            None | Some("" | "on") => defaults.keyword.feedback,
+                            Some("off") => None,
+                            Some(_) => {
+                                return Err(ConfigError::OutOfRange {
+                                    name: "SLUICE_SEARCH_KEYWORD_FEEDBACK",
+                                    why: "it is on (the default) or off".to_owned(),
+                                });
+                            }
+                        },
+                        time_budget: match number("SLUICE_SEARCH_KEYWORD_BUDGET_MS", DEFAULT_KEYWORD_BUDGET_MS)? {
+                            0 => None,
+                            ms => Some(std::time::Duration::from_millis(ms.min(30_000))),
+                        },
                     },
                 }
             },
@@ -433,16 +456,23 @@ mod tests {
     }
 
     #[test]
-    fn keyword_feedback_is_on_unless_turned_off() {
+    fn keyword_feedback_is_on_unless_turned_off_and_the_budget_is_read_in_milliseconds() {
         let feedback = |value: Option<&str>| {
             let mut all = vec![("SLUICE_BUCKET", "b"), ("SLUICE_KMS_KEY_ID", "k")];
             all.extend(value.map(|v| ("SLUICE_SEARCH_KEYWORD_FEEDBACK", v)));
-            Config::from_lookup(lookup(&all)).map(|c| c.search.keyword_feedback)
+            Config::from_lookup(lookup(&all)).map(|c| c.search.keyword.feedback)
         };
         assert_eq!(feedback(None).expect("default"), Some(KeywordFeedback::default()));
         assert_eq!(feedback(Some("on")).expect("on"), Some(KeywordFeedback::default()));
         assert_eq!(feedback(Some("off")).expect("off"), None);
         assert!(feedback(Some("yes")).is_err());
+        let budget = |value: &str| {
+            let all = [("SLUICE_BUCKET", "b"), ("SLUICE_KMS_KEY_ID", "k"), ("SLUICE_SEARCH_KEYWORD_BUDGET_MS", value)];
+            Config::from_lookup(lookup(&all)).map(|c| c.search.keyword.time_budget)
+        };
+        assert_eq!(budget("").expect("default"), Some(std::time::Duration::from_millis(60)));
+        assert_eq!(budget("250").expect("set"), Some(std::time::Duration::from_millis(250)));
+        assert_eq!(budget("0").expect("none"), None);
     }
 
     #[test]

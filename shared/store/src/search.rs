@@ -11,8 +11,10 @@ use crate::keyword_feedback::{FeedbackChunk, expanded_query};
 use crate::vectors::vector_width;
 use crate::{Db, StoreError};
 use sluice_domain::collection::vector_table;
-use sluice_domain::config::KeywordFeedback;
+use sluice_domain::config::KeywordReading;
+use std::time::{Duration, Instant};
 use time::Date;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
@@ -59,6 +61,22 @@ const NO_TENANT: Uuid = Uuid::nil();
 /// milliseconds, and no approximation at all.
 pub const EXACT_SCAN_ROWS: i64 = 2_000;
 
+/// Up to this many chunks passing a search's filters, they are found through the filters'
+/// B-tree indexes and ranked exactly: at a million chunks, 10,000 matching rows ranked in
+/// 28 ms, the HNSW index's own time for them, at recall 1.0 where the index's iterative scan
+/// reached 0.78–0.92 (BENCHMARKS.md, "Scale").
+pub const EXACT_FILTERED_ROWS: i64 = 10_000;
+
+/// The HNSW index's search list for `top_k` in a table of `rows` chunks: 10 × `top_k`, at
+/// least 100, times the table's started quarter-millions of rows, at most 1,000. Measured at a
+/// million chunks, 400 took recall@10 from 0.75 (at 100) to 0.90 in the same 15 ms; at
+/// 100,000, 100 already reaches 0.98 (BENCHMARKS.md, "Scale").
+pub fn ef_search(top_k: i64, rows: i64) -> i64 {
+    let base = top_k.saturating_mul(10).clamp(100, 1000);
+    let steps = (rows.max(1) + 249_999) / 250_000;
+    base.saturating_mul(steps).min(1000)
+}
+
 impl Db {
     /// The `top_k` chunks of `collection` nearest `vector` within `scope` and `filters`,
     /// best first. A collection with no vector table yet has no chunks.
@@ -80,18 +98,16 @@ impl Db {
         let filtered = *filters != SearchFilters::default();
         // Exact when few rows can match: a small table, or a filter selective enough that its
         // B-tree indexes find the candidates at once. Otherwise the HNSW index.
-        let exact = if filtered {
-            matching_rows(&tx, &table, scope, filters).await? <= EXACT_SCAN_ROWS
-        } else {
-            table_rows(&tx, &table).await? <= EXACT_SCAN_ROWS
-        };
+        let rows_in_table = table_rows(&tx, &table).await?;
+        let exact = rows_in_table <= EXACT_SCAN_ROWS
+            || (filtered && matching_rows(&tx, &table, scope, filters).await? <= EXACT_FILTERED_ROWS);
         let mut rows = if exact {
             tx.batch_execute("SET LOCAL enable_indexscan = off").await?;
             nearest(&tx, &table, scope, filters, &vector, top_k).await?
         } else {
             // Scanned on until `top_k` rows pass the filters, in strict order; a wider search
             // list keeps recall above 0.95.
-            let ef_search = (top_k * 10).clamp(100, 1000);
+            let ef_search = ef_search(top_k, rows_in_table);
             tx.batch_execute(&format!(
                 "SET LOCAL hnsw.iterative_scan = strict_order; SET LOCAL hnsw.ef_search = {ef_search}; \
                  SET LOCAL hnsw.max_scan_tuples = 50000"
@@ -135,7 +151,11 @@ impl Db {
     /// the candidates are read rarest words first (MaxScore): the chunks holding the rarest
     /// words, up to about `RARE_CANDIDATES` of them, are scored whole; when the last of the
     /// `depth` best already outscores anything the unread words could add up to, no other
-    /// chunk can enter, and the answer is exact. Otherwise the next rarest word is read too.
+    /// chunk can enter, and the answer is exact. Otherwise the next rarest word is read too —
+    /// within `reading.time_budget`: a query whose next words are held by so many chunks that
+    /// reading them would outrun it (at a million chunks the commonest words' postings cost
+    /// hundreds of milliseconds) answers with the best of the chunks holding the words read
+    /// so far.
     pub async fn search_keyword(
         &self,
         collection: &str,
@@ -143,7 +163,7 @@ impl Db {
         filters: &SearchFilters,
         query: &str,
         depth: i64,
-        feedback: Option<KeywordFeedback>,
+        reading: KeywordReading,
     ) -> Result<Vec<Hit>, StoreError> {
         let client = self.client().await?;
         let Some(language) = text_search_language(&client, collection).await? else {
@@ -176,15 +196,16 @@ impl Db {
         };
         let weighed: Vec<(String, f64)> = lexemes.iter().map(|lexeme| (lexeme.clone(), 1.0)).collect();
         let matches = matching(&wanted);
+        let time_budget = reading.time_budget;
         // A phrase asks for those words in that order: feedback would find other wording.
-        let Some(feedback) = feedback.filter(|_| !wanted.contains('<')) else {
-            let leg = KeywordLeg { client: &client, table: &table, scope, filters, depth };
+        let Some(feedback) = reading.feedback.filter(|_| !wanted.contains('<')) else {
+            let leg = KeywordLeg { client: &client, table: &table, scope, filters, depth, time_budget };
             let rows = leg.rank(&matches, &weighed).await?.unwrap_or_default();
             return Ok(rows.iter().map(|r| hit(r, r.get("rank"))).collect());
         };
         // Ranked deeper first, so a chunk just below `depth` may climb once the added words weigh.
         let pool = depth.saturating_mul(2).max(FEEDBACK_POOL);
-        let leg = KeywordLeg { client: &client, table: &table, scope, filters, depth: pool };
+        let leg = KeywordLeg { client: &client, table: &table, scope, filters, depth: pool, time_budget };
         let rows = leg.rank(&matches, &weighed).await?.unwrap_or_default();
         let best: Vec<Uuid> = rows.iter().take(feedback.chunks).map(|r| r.get("id")).collect();
         let words = client
@@ -249,6 +270,8 @@ struct KeywordLeg<'a, C> {
     scope: &'a [ScopeBase],
     filters: &'a SearchFilters,
     depth: i64,
+    /// How long it reads on after its first reading (`KeywordReading::time_budget`).
+    time_budget: Option<Duration>,
 }
 
 /// The scope's term statistics for a query's words: how many chunks the scope holds, their
@@ -331,6 +354,9 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
         let Some(Statistics { average_length, lexemes, holding, idfs }) = self.statistics(words).await? else {
             return Ok(None);
         };
+        let started = Instant::now();
+        // The last complete reading's answer: exact among the chunks holding the words read.
+        let mut answered: Option<Vec<tokio_postgres::Row>> = None;
         let mut read = first_tier(&holding);
         loop {
             // The candidates: chunks matching the query and holding one of the words read.
@@ -339,22 +365,25 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
             } else {
                 tsquery.to_owned()
             };
-            let mut rows = Vec::new();
-            for base in self.scope {
-                let sql = format!(
-                    "SELECT {HIT_COLUMNS}, {} AS rank
-                     FROM {} AS c
-                     WHERE kb_id = $1 AND {} {WHERE_FILTERS} AND c.search_vector @@ $9::text::tsquery
-                     ORDER BY rank DESC, id LIMIT $13",
-                    bm25_score(10),
-                    self.table,
-                    tenant_clause(base)
-                );
-                let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, self.filters);
-                let params: [&(dyn ToSql + Sync); 13] =
-                    [p1, p2, p3, p4, p5, p6, p7, p8, &candidates, &lexemes, &idfs, &average_length, &self.depth];
-                rows.extend(self.client.query(&sql, &params).await?);
-            }
+            // A reading after a full answer runs within what is left of the budget, and one
+            // that would outrun it keeps that answer; an answer short of `depth` reads on
+            // whatever it costs (never fewer rows than match).
+            let time_left = match (&answered, self.time_budget) {
+                (Some(rows), Some(budget)) if rows.len() as i64 == self.depth => {
+                    match budget.checked_sub(started.elapsed()) {
+                        Some(left) if left >= MIN_READING_TIME => Some(left),
+                        _ => return Ok(answered),
+                    }
+                }
+                _ => None,
+            };
+            let mut rows = match self.read(&candidates, &lexemes, &idfs, average_length, time_left).await {
+                Ok(rows) => rows,
+                Err(StoreError::Query(error)) if error.code() == Some(&SqlState::QUERY_CANCELED) => {
+                    return Ok(answered);
+                }
+                Err(error) => return Err(error),
+            };
             best_first(&mut rows, self.depth);
             // A chunk holding none of the words read scores at most what the unread words
             // could each add at their most (BM25 saturates at idf × (k1 + 1)).
@@ -364,8 +393,55 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
             if read >= lexemes.len() || (full && last > unread_bound) {
                 return Ok(Some(rows));
             }
+            answered = Some(rows);
             read += 1;
         }
+    }
+
+    /// The `depth` best of each base's chunks matching `candidates`, scored for `lexemes`
+    /// with their weighted `idfs`; with `time_left`, the reading is cancelled when it runs
+    /// out (a `QUERY_CANCELED` error).
+    async fn read(
+        &self,
+        candidates: &str,
+        lexemes: &[String],
+        idfs: &[f64],
+        average_length: f64,
+        time_left: Option<Duration>,
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        if let Some(left) = time_left {
+            let milliseconds = left.as_millis().max(1);
+            self.client.batch_execute(&format!("BEGIN; SET LOCAL statement_timeout = {milliseconds}")).await?;
+        }
+        let mut rows = Vec::new();
+        let mut outcome = Ok(());
+        for base in self.scope {
+            let sql = format!(
+                "SELECT {HIT_COLUMNS}, {} AS rank
+                 FROM {} AS c
+                 WHERE kb_id = $1 AND {} {WHERE_FILTERS} AND c.search_vector @@ $9::text::tsquery
+                 ORDER BY rank DESC, id LIMIT $13",
+                bm25_score(10),
+                self.table,
+                tenant_clause(base)
+            );
+            let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, self.filters);
+            let params: [&(dyn ToSql + Sync); 13] =
+                [p1, p2, p3, p4, p5, p6, p7, p8, &candidates, &lexemes, &idfs, &average_length, &self.depth];
+            match self.client.query(&sql, &params).await {
+                Ok(found) => rows.extend(found),
+                Err(error) => {
+                    outcome = Err(error);
+                    break;
+                }
+            }
+        }
+        if time_left.is_some() {
+            let end = if outcome.is_ok() { "COMMIT" } else { "ROLLBACK" };
+            self.client.batch_execute(end).await?;
+        }
+        outcome?;
+        Ok(rows)
     }
 
     /// The chunks `ids` (found by `rank` within this scope) scored again for `words`: the
@@ -394,6 +470,9 @@ fn best_first(rows: &mut Vec<tokio_postgres::Row>, depth: i64) {
 /// Elasticsearch ship.
 const BM25_K1: f64 = 1.2;
 const BM25_B: f64 = 0.75;
+
+/// A reading is not started with less time than this left.
+const MIN_READING_TIME: Duration = Duration::from_millis(5);
 
 /// How many chunks feedback ranks again, at least: on the relevance benchmark, reordering
 /// the first 100 gained as much as ranking every match again, and 50 less.
@@ -561,7 +640,7 @@ fn scoped_params<'a>(base: &'a ScopeBase, filters: &'a SearchFilters) -> [&'a (d
     ]
 }
 
-/// How many chunks in scope pass the filters, counted up to just past `EXACT_SCAN_ROWS`.
+/// How many chunks in scope pass the filters, counted up to just past `EXACT_FILTERED_ROWS`.
 async fn matching_rows(
     client: &impl deadpool_postgres::GenericClient,
     table: &str,
@@ -574,7 +653,7 @@ async fn matching_rows(
             "SELECT count(*) FROM (SELECT 1 FROM {table} WHERE kb_id = $1 AND {} {WHERE_FILTERS} LIMIT $9) AS matching",
             tenant_clause(base)
         );
-        let limit = EXACT_SCAN_ROWS + 1;
+        let limit = EXACT_FILTERED_ROWS + 1;
         let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, filters);
         let count: i64 = client.query_one(&sql, &[p1, p2, p3, p4, p5, p6, p7, p8, &limit]).await?.get(0);
         total += count;
@@ -618,6 +697,18 @@ mod tests {
         assert!(quoted_lexemes("").is_empty());
         let lexemes = vec!["it's".to_owned(), "a\\b".to_owned()];
         assert_eq!(quoted_lexemes(&any_of(&lexemes)), lexemes);
+    }
+
+    #[test]
+    fn the_search_list_widens_with_the_table() {
+        assert_eq!(ef_search(10, 100_000), 100);
+        assert_eq!(ef_search(10, 250_000), 100);
+        assert_eq!(ef_search(10, 250_001), 200);
+        assert_eq!(ef_search(50, 100_000), 500);
+        assert_eq!(ef_search(10, 1_000_000), 400);
+        assert_eq!(ef_search(50, 1_000_000), 1000);
+        assert_eq!(ef_search(10, 100_000_000), 1000);
+        assert_eq!(ef_search(10, 0), 100);
     }
 
     #[test]

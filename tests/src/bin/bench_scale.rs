@@ -157,21 +157,13 @@ async fn measure(db: &Db, client: &mut tokio_postgres::Client, rows: usize, quer
         for mode in ["vector", "keyword", "hybrid"] {
             let run = async |(probe, text): &(Vec<f32>, String)| match mode {
                 "vector" => db.search_chunks(&name, &scope, filters, probe, 10).await.expect("vector"),
-                "keyword" => db
-                    .search_keyword(&name, &scope, filters, text, 10, settings.keyword_feedback)
-                    .await
-                    .expect("keyword"),
+                "keyword" => {
+                    db.search_keyword(&name, &scope, filters, text, 10, settings.keyword).await.expect("keyword")
+                }
                 _ => {
                     let (vector, keyword) = tokio::join!(
                         db.search_chunks(&name, &scope, filters, probe, settings.vector_depth),
-                        db.search_keyword(
-                            &name,
-                            &scope,
-                            filters,
-                            text,
-                            settings.keyword_depth,
-                            settings.keyword_feedback
-                        )
+                        db.search_keyword(&name, &scope, filters, text, settings.keyword_depth, settings.keyword)
                     );
                     let fused =
                         sluice_knowledge::search::fuse(vector.expect("v"), keyword.expect("k"), settings.fusion);

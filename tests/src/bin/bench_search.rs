@@ -140,28 +140,19 @@ async fn main() {
         for mode in ["vector", "keyword", deep_vector.as_str(), deep_keyword.as_str(), "hybrid"] {
             let run = async |(probe, text): &(Vec<f32>, String)| match mode {
                 "vector" => db.search_chunks(&name, &scope, filters, probe, 10).await.expect("vector").len(),
-                "keyword" => db
-                    .search_keyword(&name, &scope, filters, text, 10, settings.keyword_feedback)
-                    .await
-                    .expect("keyword")
-                    .len(),
+                "keyword" => {
+                    db.search_keyword(&name, &scope, filters, text, 10, settings.keyword).await.expect("keyword").len()
+                }
                 m if m == deep_vector => db.search_chunks(&name, &scope, filters, probe, depth).await.expect("v").len(),
                 m if m == deep_keyword => db
-                    .search_keyword(&name, &scope, filters, text, depth, settings.keyword_feedback)
+                    .search_keyword(&name, &scope, filters, text, depth, settings.keyword)
                     .await
                     .expect("keyword")
                     .len(),
                 _ => {
                     let (vector, keyword) = tokio::join!(
                         db.search_chunks(&name, &scope, filters, probe, settings.vector_depth),
-                        db.search_keyword(
-                            &name,
-                            &scope,
-                            filters,
-                            text,
-                            settings.keyword_depth,
-                            settings.keyword_feedback
-                        )
+                        db.search_keyword(&name, &scope, filters, text, settings.keyword_depth, settings.keyword)
                     );
                     let fused = sluice_knowledge::search::fuse(
                         vector.expect("vector"),
