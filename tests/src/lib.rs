@@ -6,6 +6,7 @@ pub mod bench;
 pub mod browser;
 pub mod built_template;
 pub mod contract;
+pub mod corpus;
 pub mod llamaparse_stand_in;
 pub use sluice_local::runtime_api;
 pub mod rerank_stand_in;
@@ -284,6 +285,22 @@ impl Stack {
             }
             assert!(started.elapsed() < std::time::Duration::from_secs(90), "still indexing: {answer}");
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits until knowledge-base document `id` is no longer processing (done or failed) and
+    /// returns it as `GET /rag/documents/{id}` answers; fails after `limit`.
+    pub async fn document_settled(&self, user: &User, id: &str, limit: std::time::Duration) -> serde_json::Value {
+        let started = std::time::Instant::now();
+        loop {
+            let path = format!("/rag/documents/{id}");
+            let (status, document) = self.call_json(user, reqwest::Method::GET, &path, None).await;
+            assert_eq!(status, 200, "{document}");
+            if document["status"] != "processing" {
+                return document;
+            }
+            assert!(started.elapsed() < limit, "still processing: {document}");
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
         }
     }
 

@@ -6,37 +6,9 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
+use sluice_e2e::corpus::documents;
 use sluice_e2e::{Stack, User, file_form};
-use sluice_formats::fixtures::corpus_dir;
-use std::time::{Duration, Instant};
-
-/// The document formats a knowledge base reads (archives and images are other tests').
-const DOCUMENT_TYPES: &[&str] =
-    &["pdf", "docx", "doc", "odt", "rtf", "pptx", "xlsx", "xlsm", "xls", "ods", "msg", "txt", "md", "epub"];
-
-/// The corpus's documents, by path under it.
-fn documents() -> Vec<(String, Vec<u8>)> {
-    let root = corpus_dir();
-    let mut found = Vec::new();
-    let mut folders = vec![root.clone()];
-    while let Some(folder) = folders.pop() {
-        for entry in std::fs::read_dir(&folder).expect("corpus folder").flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                folders.push(path);
-                continue;
-            }
-            let extension = path.extension().and_then(|e| e.to_str()).unwrap_or_default().to_ascii_lowercase();
-            let readme = path.file_name().is_some_and(|n| n == "README.md" || n == "MANIFEST.txt");
-            if DOCUMENT_TYPES.contains(&extension.as_str()) && !readme {
-                let name = path.strip_prefix(&root).expect("under the corpus").to_string_lossy().into_owned();
-                found.push((name, std::fs::read(&path).expect("corpus file")));
-            }
-        }
-    }
-    found.sort();
-    found
-}
+use std::time::Duration;
 
 #[tokio::test]
 async fn every_corpus_document_is_read_whole_by_the_model_and_titled_by_itself() {
@@ -63,18 +35,9 @@ async fn every_corpus_document_is_read_whole_by_the_model_and_titled_by_itself()
     }
     assert!(accepted.len() >= 30, "the corpus's documents were refused: {}", accepted.len());
 
-    let started = Instant::now();
     let mut done = Vec::new();
     for (path, id) in &accepted {
-        let document = loop {
-            let (status, document) = stack.call_json(&owner, Method::GET, &format!("/rag/documents/{id}"), None).await;
-            assert_eq!(status, 200, "{document}");
-            if document["status"] != "processing" {
-                break document;
-            }
-            assert!(started.elapsed() < Duration::from_secs(600), "{path} still processing: {document}");
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        };
+        let document = stack.document_settled(&owner, id, Duration::from_secs(600)).await;
         if document["status"] == "done" {
             assert_eq!(document["truncated_chunks"], 0, "{path}: {document}");
             done.push((path.clone(), document));

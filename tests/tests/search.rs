@@ -445,15 +445,20 @@ fn bm25(texts: &[&str], query: &[&str], text: &str) -> f64 {
         .sum()
 }
 
+/// A new collection's table of 3 dimensions, written straight into with `INSERT`s: its
+/// name, and a base and tenant to write under.
+async fn bare_collection(store: &sluice_store::Db, prefix: &str) -> (String, Uuid, Uuid) {
+    let name = format!("{prefix}_{}", &Uuid::new_v4().simple().to_string()[..10]);
+    store.ensure_vector_table(&name, 3).await.expect("table");
+    (name, Uuid::new_v4(), Uuid::new_v4())
+}
+
 #[tokio::test]
 async fn keyword_feedback_reorders_the_same_matches_by_the_words_of_the_best_chunks() {
     let stack = Stack::from_env().await;
     let db = stack.db().await;
     let store = stack.store(1).await;
-    let org = Uuid::new_v4();
-    let name = format!("feedback_{}", &Uuid::new_v4().simple().to_string()[..10]);
-    store.ensure_vector_table(&name, 3).await.expect("table");
-    let base = Uuid::new_v4();
+    let (name, base, org) = bare_collection(&store, "feedback").await;
     let texts = [
         "gasket pump",
         "gasket impel",
@@ -513,10 +518,7 @@ async fn past_its_time_budget_the_keyword_leg_answers_with_the_words_it_has_read
     let stack = Stack::from_env().await;
     let db = stack.db().await;
     let store = stack.store(1).await;
-    let org = Uuid::new_v4();
-    let name = format!("budget_{}", &Uuid::new_v4().simple().to_string()[..10]);
-    store.ensure_vector_table(&name, 3).await.expect("table");
-    let base = Uuid::new_v4();
+    let (name, base, org) = bare_collection(&store, "budget").await;
     // 900 long chunks hold "gasket" (read first: rarer), 1,100 one-word chunks "pump"; BM25
     // ranks a short "pump" chunk above any long "gasket" one, so the exact answer needs the
     // second, commoner word read.

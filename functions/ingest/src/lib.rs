@@ -29,7 +29,9 @@ use sluice_queue::SqsBatchResponse;
 use sluice_queue::jobs::{Dispatcher, DocumentJob, STAGE_LEASE, receive_count};
 use sluice_store::{ChunkRow, Db, Document, KnowledgeBase, Stage, Turn, WriteOutcome};
 use sluice_vault::Vault;
+use sluice_web::stage_span;
 use std::time::Instant;
+use tracing::Instrument;
 use uuid::Uuid;
 
 /// Chunks sent to the provider per request, and staged per transaction.
@@ -189,19 +191,22 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
     };
     let base = held.base;
     let text = match &document.parsed_path {
-        Some(path) => match state.blob.get(path, u64::MAX).await {
-            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Err(BlobError::NotFound) => {
-                return Err(Attempt::Failed(failure("ingest", "ParsedTextMissing", "retry the document")));
+        Some(path) => {
+            match state.blob.get(path, u64::MAX).instrument(stage_span("ingest", "download", &document.id)).await {
+                Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                Err(BlobError::NotFound) => {
+                    return Err(Attempt::Failed(failure("ingest", "ParsedTextMissing", "retry the document")));
+                }
+                Err(error) => return Err(error.into()),
             }
-            Err(error) => return Err(error.into()),
-        },
+        }
         None => return Err(Attempt::Failed(failure("ingest", "NotParsed", "retry the document"))),
     };
     let model = base.model();
     let config =
         IngestionConfig::from_stored(Some(&document.ingestion_config), model).unwrap_or_else(|_| base.chunking());
-    let chunks = contextual_chunks(&text, &config, document, model);
+    let chunks =
+        stage_span("ingest", "chunk", &document.id).in_scope(|| contextual_chunks(&text, &config, document, model));
     // Counted, never hidden: a chunk the model cuts is embedded by its start alone.
     let truncated = chunks.iter().filter(|c| !c.read_whole).count();
     if truncated > 0 {
@@ -245,7 +250,9 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
         }
         if !missing.is_empty() {
             let texts: Vec<String> = missing.iter().map(|(_, text)| (*text).clone()).collect();
-            let embedded = embed_within(state, &target, &texts, deadline).await?;
+            let embedded = embed_within(state, &target, &texts, deadline)
+                .instrument(stage_span("ingest", "embed", &document.id))
+                .await?;
             vectors.extend(missing.iter().map(|(hash, _)| (*hash).clone()).zip(embedded));
         }
         let mut rows: Vec<ChunkRow> = Vec::with_capacity(batch.len());
@@ -273,7 +280,13 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
                 embedding,
             });
         }
-        if state.db.stage_chunks(document, &rows).await?.is_none() {
+        if state
+            .db
+            .stage_chunks(document, &rows)
+            .instrument(stage_span("ingest", "write", &document.id))
+            .await?
+            .is_none()
+        {
             tracing::info!(id = %document.id, "document deleted or finished while embedding; nothing published");
             return Ok(());
         }
@@ -284,7 +297,10 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
         .await?;
     let outcome = match stopped {
         Some(outcome) => outcome,
-        None => state.db.publish_chunks(document, i32::try_from(truncated).unwrap_or(i32::MAX)).await?,
+        None => {
+            let truncated = i32::try_from(truncated).unwrap_or(i32::MAX);
+            state.db.publish_chunks(document, truncated).instrument(stage_span("ingest", "write", &document.id)).await?
+        }
     };
     match outcome {
         WriteOutcome::Written { chunks, retired, removal } => {

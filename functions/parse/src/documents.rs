@@ -17,6 +17,8 @@ use sluice_formats::{ExtractOptions, Extraction, OcrOptions};
 use sluice_queue::jobs::{DocumentJob, STAGE_LEASE};
 use sluice_store::{Document, PARSE_DOCUMENT_TOPIC, ParsedText, Stage, Turn};
 use sluice_vision::Parsed;
+use sluice_web::stage_span;
+use tracing::Instrument;
 
 /// Where a document's parsed text is kept.
 pub fn parsed_key(document: &Document) -> String {
@@ -83,7 +85,7 @@ async fn parse_taken(state: &State, document: &Document) -> Result<(), ParseErro
         return fail(state, document, "NoOriginal", "the document has no stored original; upload it again").await;
     };
     let limit = u64::try_from(document.filesize).unwrap_or_default();
-    let bytes = match state.blob.get(&key, limit).await {
+    let bytes = match state.blob.get(&key, limit).instrument(stage_span("parse", "download", &document.id)).await {
         Ok(bytes) => bytes,
         Err(BlobError::NotFound) => {
             return fail(state, document, "OriginalMissing", "the stored original is gone; upload the document again")
@@ -116,7 +118,7 @@ pub async fn document_landed(state: &State, key: &str) -> Result<(), ParseError>
         return Ok(());
     }
     let declared = u64::try_from(document.filesize).unwrap_or_default();
-    let bytes = match state.blob.get(key, declared).await {
+    let bytes = match state.blob.get(key, declared).instrument(stage_span("parse", "download", &document.id)).await {
         Ok(bytes) if bytes.len() as u64 == declared => bytes,
         Ok(_) | Err(BlobError::TooLarge { .. }) => {
             fail(state, &document, "size_mismatch", "the bytes that landed are not the size declared; upload again")
@@ -185,10 +187,19 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
         }
     } else {
         let tenant = sluice_extraction::Tenant::owner(document.org_id, document.owner_id);
-        let extracted =
-            state.reader.extract(&state.pool, &tenant, kind, bytes, document.storage_path.as_deref(), &options).await?;
+        let span = stage_span("parse", "extract", &document.id);
+        let extracted = state
+            .reader
+            .extract(&state.pool, &tenant, kind, bytes, document.storage_path.as_deref(), &options)
+            .instrument(span.clone())
+            .await?;
         match extracted {
-            Ok(extraction) => extraction,
+            Ok(extraction) => {
+                span.record("pages", extraction.pages.unwrap_or(0));
+                span.record("ocr_pages", extraction.ocr_pages.unwrap_or(0));
+                span.record("ocr_ms", extraction.ocr_ms.unwrap_or(0));
+                extraction
+            }
             Err(refusal) => {
                 // A file the reader refused (an unsafe archive, say) is never handed out.
                 state.db.mark_bytes_refused(document.id).await?;
@@ -214,7 +225,9 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
     };
     let images = (extraction.images, extraction.images_skipped);
     let setting = ImageDescription::active(ingestion.image_description.as_ref());
-    let described = crate::images::describe(state, document, format, setting, read, images).await?;
+    let described = crate::images::describe(state, document, format, setting, read, images)
+        .instrument(stage_span("parse", "describe", &document.id))
+        .await?;
     let Parsed { text, page_starts, ocr_spans, image_spans } = described.parsed;
     // A picture with no words of its own is read by its description.
     let Some(text) = Some(text).filter(|t| !t.trim().is_empty()) else {
@@ -238,7 +251,11 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
         &document.filename,
     );
     let parsed = parsed_key(document);
-    state.blob.put_encrypted(&parsed, bytes::Bytes::from(text), content_type).await?;
+    state
+        .blob
+        .put_encrypted(&parsed, bytes::Bytes::from(text), content_type)
+        .instrument(stage_span("parse", "store", &document.id))
+        .await?;
     let recorded = ParsedText {
         path: &parsed,
         format,

@@ -83,10 +83,20 @@ async fn serve() -> Result<(), Error> {
         batch_size: INGEST_BATCH_SIZE,
         region: sdk.region().map(|r| r.to_string()).unwrap_or_else(|| "us-east-1".to_owned()),
     };
-    tokio::spawn(sluice_local::pollers::poll(sqs.clone(), ingest_source, move |event| {
+    // `SLUICE_LOCAL_INGEST_CONCURRENCY` ingest invocations at once (1 unless set; the
+    // template lets SQS run up to 4): the ingestion benchmark runs 1, 2 and 4.
+    let ingest_concurrency = std::env::var("SLUICE_LOCAL_INGEST_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(1)
+        .clamp(1, 16);
+    for _ in 0..ingest_concurrency {
         let ingest = ingest.clone();
-        async move { sluice_ingest::handle(&ingest, event).await }
-    }));
+        tokio::spawn(sluice_local::pollers::poll(sqs.clone(), ingest_source.clone(), move |event| {
+            let ingest = ingest.clone();
+            async move { sluice_ingest::handle(&ingest, event).await }
+        }));
+    }
     let teardown = Arc::new(sluice_teardown::State::new(config.clone(), vector_db.clone(), blob.clone()));
     let teardown_source = sluice_local::pollers::Source {
         queue_arn: sluice_local::resources::queue_arn(&sqs, &teardown_queue_url).await?,

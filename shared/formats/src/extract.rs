@@ -37,6 +37,9 @@ pub struct Extraction {
     /// Pages read by OCR.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ocr_pages: Option<u32>,
+    /// Milliseconds OCR spent reading those pages (part of the extraction's time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ocr_ms: Option<u64>,
     /// Lines OCR kept though it read them with low confidence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ocr_low_confidence_lines: Option<u32>,
@@ -248,6 +251,7 @@ fn read_image(kind: &FileKind, bytes: &[u8], options: &ExtractOptions, ocr: OcrO
     scanner.note_unread(&mut budget);
     budget.trim_end();
     extraction.ocr_pages = Some(scanner.pages_read());
+    extraction.ocr_ms = Some(scanner.milliseconds_spent());
     extraction.ocr_low_confidence_lines = Some(scanner.low_confidence_lines());
     let (text, truncated) = budget.finish();
     extraction.truncated = truncated;
@@ -342,6 +346,7 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
             }
             if let Some(scanner) = scanner.filter(|s| s.pages_read() > 0) {
                 extraction.ocr_pages = Some(scanner.pages_read());
+                extraction.ocr_ms = Some(scanner.milliseconds_spent());
                 extraction.ocr_low_confidence_lines = Some(scanner.low_confidence_lines());
                 extraction.ocr_spans = clamp_spans(scanner.into_spans(), text.len());
             }

@@ -43,6 +43,8 @@ pub struct Scanner {
     out_of_time: bool,
     /// Pages not reached at all once OCR had spent the file's time: (first, last).
     stopped: Option<(u32, u32)>,
+    /// Time spent drawing and reading pages.
+    spent: Duration,
 }
 
 impl Scanner {
@@ -58,6 +60,7 @@ impl Scanner {
             low_confidence_lines: 0,
             out_of_time: false,
             stopped: None,
+            spent: Duration::ZERO,
         }
     }
 
@@ -73,6 +76,11 @@ impl Scanner {
     /// Lines read with low confidence, over every page read: many say the scan is poor.
     pub fn low_confidence_lines(&self) -> u32 {
         self.low_confidence_lines
+    }
+
+    /// Time spent drawing and reading pages, in milliseconds: what OCR cost the file.
+    pub fn milliseconds_spent(&self) -> u64 {
+        u64::try_from(self.spent.as_millis()).unwrap_or(u64::MAX)
     }
 
     /// Whether OCR has run out of its time: the file's deadline passing then is OCR's doing,
@@ -115,6 +123,7 @@ impl Scanner {
             engine.read(&image, self.deadline)
         });
         self.slowest = self.slowest.max(started.elapsed());
+        self.spent += started.elapsed();
         match read {
             Ok(page) => {
                 self.read += 1;

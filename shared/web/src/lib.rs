@@ -184,12 +184,37 @@ pub fn body_bytes(request: &Request) -> &[u8] {
     }
 }
 
-/// JSON logs for CloudWatch (and the local runner), filtered by `RUST_LOG`.
+/// JSON logs for CloudWatch (and the local runner), filtered by `RUST_LOG`. A span logs one
+/// line as it closes (`"message": "close"`, its `time.busy` and `time.idle`, its fields under
+/// `span`), and an event inside a span carries that span's fields.
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ =
-        tracing_subscriber::fmt().json().with_env_filter(filter).with_current_span(false).with_target(false).try_init();
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .with_current_span(true)
+        .with_span_list(false)
+        .with_target(false)
+        .try_init();
+}
+
+/// The span of one stage (of `function`) of a document's way to its chunks — `download`, `extract`,
+/// `describe` and `store` in parse; `download`, `chunk`, `embed` and `write` in ingest. Its
+/// closing line is what the ingestion benchmark adds up per stage; `extract` records the
+/// pages read, those OCR read and the milliseconds it spent (`pages`, `ocr_pages`, `ocr_ms`)
+/// once they are known.
+pub fn stage_span(function: &'static str, stage: &'static str, document: &dyn std::fmt::Display) -> tracing::Span {
+    tracing::info_span!(
+        "stage",
+        function,
+        stage,
+        document = %document,
+        pages = tracing::field::Empty,
+        ocr_pages = tracing::field::Empty,
+        ocr_ms = tracing::field::Empty
+    )
 }
 
 /// Logs why a function cannot start, as one JSON line, before its init error ends the
