@@ -61,11 +61,20 @@ const NO_TENANT: Uuid = Uuid::nil();
 /// milliseconds, and no approximation at all.
 pub const EXACT_SCAN_ROWS: i64 = 2_000;
 
-/// Up to this many chunks passing a search's filters, they are found through the filters'
-/// B-tree indexes and ranked exactly: at a million chunks, 10,000 matching rows ranked in
-/// 28 ms, the HNSW index's own time for them, at recall 1.0 where the index's iterative scan
-/// reached 0.78–0.92 (BENCHMARKS.md, "Scale").
+/// At most this many chunks passing a search's filters are ranked exactly (see
+/// `exact_filtered_rows`).
 pub const EXACT_FILTERED_ROWS: i64 = 10_000;
+
+/// How many chunks passing a search's filters are found through the filters' B-tree indexes
+/// and ranked exactly in a table of `rows`: a filter keeping at most 1% of the table (at
+/// least `EXACT_SCAN_ROWS`, at most `EXACT_FILTERED_ROWS`). Measured: at a million chunks a
+/// 1% filter's 10,000 rows ranked exactly in 28 ms, the HNSW index's own time for them, at
+/// recall 1.0 where the index's iterative scan reached 0.78–0.92; at 100,000 a 10% filter's
+/// 10,000 rows took 48 ms exactly against the index's 8 ms at recall 0.98 (BENCHMARKS.md,
+/// "Scale"). The index loses recall where a filter is selective.
+pub fn exact_filtered_rows(rows: i64) -> i64 {
+    (rows / 100).clamp(EXACT_SCAN_ROWS, EXACT_FILTERED_ROWS)
+}
 
 /// The HNSW index's search list for `top_k` in a table of `rows` chunks: 10 × `top_k`, at
 /// least 100, times the table's started quarter-millions of rows, at most 1,000. Measured at a
@@ -100,7 +109,7 @@ impl Db {
         // B-tree indexes find the candidates at once. Otherwise the HNSW index.
         let rows_in_table = table_rows(&tx, &table).await?;
         let exact = rows_in_table <= EXACT_SCAN_ROWS
-            || (filtered && matching_rows(&tx, &table, scope, filters).await? <= EXACT_FILTERED_ROWS);
+            || (filtered && matching_rows(&tx, &table, scope, filters).await? <= exact_filtered_rows(rows_in_table));
         let mut rows = if exact {
             tx.batch_execute("SET LOCAL enable_indexscan = off").await?;
             nearest(&tx, &table, scope, filters, &vector, top_k).await?
@@ -357,6 +366,8 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
         let started = Instant::now();
         // The last complete reading's answer: exact among the chunks holding the words read.
         let mut answered: Option<Vec<tokio_postgres::Row>> = None;
+        // Whether the budget's transaction is open.
+        let mut timed = false;
         let mut read = first_tier(&holding);
         loop {
             // The candidates: chunks matching the query and holding one of the words read.
@@ -365,24 +376,33 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
             } else {
                 tsquery.to_owned()
             };
-            // A reading after a full answer runs within what is left of the budget, and one
-            // that would outrun it keeps that answer; an answer short of `depth` reads on
-            // whatever it costs (never fewer rows than match).
-            let time_left = match (&answered, self.time_budget) {
-                (Some(rows), Some(budget)) if rows.len() as i64 == self.depth => {
-                    match budget.checked_sub(started.elapsed()) {
-                        Some(left) if left >= MIN_READING_TIME => Some(left),
-                        _ => return Ok(answered),
-                    }
+            // Once the answer is full, the readings after it run within what is left of the
+            // budget: one transaction holds them, its statement timeout that time, and a
+            // reading that would outrun it keeps the answer before it; an answer short of
+            // `depth` reads on whatever it costs (never fewer rows than match).
+            if let (Some(rows), Some(budget)) = (&answered, self.time_budget)
+                && rows.len() as i64 == self.depth
+            {
+                let Some(left) = budget.checked_sub(started.elapsed()).filter(|left| *left >= MIN_READING_TIME) else {
+                    self.end_timed(timed, true).await?;
+                    return Ok(answered);
+                };
+                if !timed {
+                    let milliseconds = left.as_millis().max(1);
+                    self.client.batch_execute(&format!("BEGIN; SET LOCAL statement_timeout = {milliseconds}")).await?;
+                    timed = true;
                 }
-                _ => None,
-            };
-            let mut rows = match self.read(&candidates, &lexemes, &idfs, average_length, time_left).await {
+            }
+            let mut rows = match self.read(&candidates, &lexemes, &idfs, average_length).await {
                 Ok(rows) => rows,
-                Err(StoreError::Query(error)) if error.code() == Some(&SqlState::QUERY_CANCELED) => {
+                Err(StoreError::Query(error)) if timed && error.code() == Some(&SqlState::QUERY_CANCELED) => {
+                    self.end_timed(timed, false).await?;
                     return Ok(answered);
                 }
-                Err(error) => return Err(error),
+                Err(error) => {
+                    let _ = self.end_timed(timed, false).await;
+                    return Err(error);
+                }
             };
             best_first(&mut rows, self.depth);
             // A chunk holding none of the words read scores at most what the unread words
@@ -391,6 +411,7 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
             let full = rows.len() as i64 == self.depth;
             let last = rows.last().map_or(0.0, |r| r.get::<_, f64>("rank"));
             if read >= lexemes.len() || (full && last > unread_bound) {
+                self.end_timed(timed, true).await?;
                 return Ok(Some(rows));
             }
             answered = Some(rows);
@@ -398,23 +419,25 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
         }
     }
 
+    /// Ends the budget's transaction when one is `open`: committed, or rolled back after a
+    /// cancelled reading.
+    async fn end_timed(&self, open: bool, commit: bool) -> Result<(), StoreError> {
+        if open {
+            self.client.batch_execute(if commit { "COMMIT" } else { "ROLLBACK" }).await?;
+        }
+        Ok(())
+    }
+
     /// The `depth` best of each base's chunks matching `candidates`, scored for `lexemes`
-    /// with their weighted `idfs`; with `time_left`, the reading is cancelled when it runs
-    /// out (a `QUERY_CANCELED` error).
+    /// with their weighted `idfs`.
     async fn read(
         &self,
         candidates: &str,
         lexemes: &[String],
         idfs: &[f64],
         average_length: f64,
-        time_left: Option<Duration>,
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-        if let Some(left) = time_left {
-            let milliseconds = left.as_millis().max(1);
-            self.client.batch_execute(&format!("BEGIN; SET LOCAL statement_timeout = {milliseconds}")).await?;
-        }
         let mut rows = Vec::new();
-        let mut outcome = Ok(());
         for base in self.scope {
             let sql = format!(
                 "SELECT {HIT_COLUMNS}, {} AS rank
@@ -428,19 +451,8 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
             let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, self.filters);
             let params: [&(dyn ToSql + Sync); 13] =
                 [p1, p2, p3, p4, p5, p6, p7, p8, &candidates, &lexemes, &idfs, &average_length, &self.depth];
-            match self.client.query(&sql, &params).await {
-                Ok(found) => rows.extend(found),
-                Err(error) => {
-                    outcome = Err(error);
-                    break;
-                }
-            }
+            rows.extend(self.client.query(&sql, &params).await?);
         }
-        if time_left.is_some() {
-            let end = if outcome.is_ok() { "COMMIT" } else { "ROLLBACK" };
-            self.client.batch_execute(end).await?;
-        }
-        outcome?;
         Ok(rows)
     }
 
@@ -697,6 +709,14 @@ mod tests {
         assert!(quoted_lexemes("").is_empty());
         let lexemes = vec!["it's".to_owned(), "a\\b".to_owned()];
         assert_eq!(quoted_lexemes(&any_of(&lexemes)), lexemes);
+    }
+
+    #[test]
+    fn a_filter_keeping_at_most_a_hundredth_of_the_table_is_ranked_exactly() {
+        assert_eq!(exact_filtered_rows(100_000), 2_000);
+        assert_eq!(exact_filtered_rows(500_000), 5_000);
+        assert_eq!(exact_filtered_rows(1_000_000), 10_000);
+        assert_eq!(exact_filtered_rows(50_000_000), 10_000);
     }
 
     #[test]
