@@ -4,9 +4,9 @@
 use sluice_store::{Db, SearchFilters};
 use uuid::Uuid;
 
-/// A personal base of the keyless model named `name`, with its vector table of 384
-/// dimensions and no HNSW index yet; the base's id and the table's name.
-pub async fn bench_collection(db: &Db, client: &tokio_postgres::Client, name: &str) -> (Uuid, String) {
+/// A personal base of the keyless model (384 dimensions) in collection `name`, written
+/// straight into the database; its id.
+pub async fn bench_base(client: &tokio_postgres::Client, name: &str) -> Uuid {
     let kb = Uuid::new_v4();
     client
         .execute(
@@ -16,6 +16,13 @@ pub async fn bench_collection(db: &Db, client: &tokio_postgres::Client, name: &s
         )
         .await
         .expect("base");
+    kb
+}
+
+/// A personal base of the keyless model named `name`, with its vector table of 384
+/// dimensions and no HNSW index yet; the base's id and the table's name.
+pub async fn bench_collection(db: &Db, client: &tokio_postgres::Client, name: &str) -> (Uuid, String) {
+    let kb = bench_base(client, name).await;
     db.ensure_vector_table(name, 384).await.expect("table");
     let table = format!("rag_{name}");
     // A bulk load builds its index after, as a re-index into a new table would.

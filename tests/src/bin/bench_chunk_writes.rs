@@ -45,15 +45,8 @@ struct Fixture {
 /// A base, a processing document and an empty vector table named `bench_<label>_<rand>`.
 async fn fixture(db: &Db, client: &tokio_postgres::Client, label: &str) -> Fixture {
     let name = format!("bench_{label}_{}", &Uuid::new_v4().simple().to_string()[..8]);
-    let (kb, doc) = (Uuid::new_v4(), Uuid::new_v4());
-    client
-        .execute(
-            "INSERT INTO knowledge_bases (id, name, scope, owner_id, collection_name, embedding_provider, \
-             embedding_model, embedding_dim) VALUES ($1, 'bench', 'personal', $2, $3, 'local', 'all-minilm-l6-v2', 384)",
-            &[&kb, &Uuid::new_v4(), &name],
-        )
-        .await
-        .expect("base");
+    let kb = sluice_e2e::bench::bench_base(client, &name).await;
+    let doc = Uuid::new_v4();
     client
         .execute(
             "INSERT INTO rag_documents (id, collection_name, kb_id, filename, filesize, filetype, status) \
