@@ -170,11 +170,14 @@ async fn a_document_whose_embedding_outlasts_its_budget_is_failed_and_its_slot_f
         assert!(started.elapsed() < Duration::from_secs(60), "never parsed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // The stack's own delivery is ingesting it, slowly; its attempt is taken to have died
+    // (its claim's lease run out), so the handler called here may take the document over.
+    claimed_by_a_delivery(&db, id).await;
+    db.execute("UPDATE rag_documents SET ingest_claimed_until = now() WHERE id = $1", &[&id]).await.expect("expire");
     // The ingest handler itself, with a two-second budget, over the stack's own services.
     let mut config = stack.config().await;
     config.document_embed_time_limit = Duration::from_secs(2);
-    let blob = sluice_blob::Blob::new(stack.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
-    let state = sluice_ingest::State::new(config, stack.store(2).await, blob, stack.kms.clone(), stack.sqs.clone());
+    let state = ingest_state(&stack, config).await;
     let job = sluice_queue::jobs::DocumentJob { document_id: id, yields: 0 };
     let timed = Instant::now();
     sluice_ingest::ingest(&state, job, 1).await.expect("recorded, not retried");
@@ -184,6 +187,79 @@ async fn a_document_whose_embedding_outlasts_its_budget_is_failed_and_its_slot_f
     let message = message.expect("a message");
     assert!(message.starts_with("embed: TimeBudgetExceeded: "), "{message}");
     stack.indexed(&user, &kb_id).await;
+    let claim: Option<Uuid> =
+        db.query_one("SELECT ingest_claim FROM rag_documents WHERE id = $1", &[&id]).await.expect("row").get(0);
+    assert_eq!(claim, None, "the attempt released its claim");
+}
+
+/// The ingest handler over the stack's own services, with `config`.
+async fn ingest_state(stack: &Stack, config: sluice_domain::Config) -> sluice_ingest::State {
+    let blob = sluice_blob::Blob::new(stack.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
+    sluice_ingest::State::new(config, stack.store(2).await, blob, stack.kms.clone(), stack.sqs.clone())
+}
+
+/// Waits until one of the stack's deliveries has claimed document `id`'s ingest.
+async fn claimed_by_a_delivery(db: &tokio_postgres::Client, id: Uuid) {
+    let started = Instant::now();
+    loop {
+        let claimed: bool = db
+            .query_one("SELECT ingest_claim IS NOT NULL FROM rag_documents WHERE id = $1", &[&id])
+            .await
+            .expect("row")
+            .get(0);
+        if claimed {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no delivery claimed the document");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// SQS delivers at least once, and a delivery yielding its turn may ingest another tenant's
+/// document in that one's place: a second delivery while an attempt runs is sent back for
+/// later, never run beside it (two attempts staged the same batches and failed the document).
+#[tokio::test]
+async fn a_second_delivery_of_a_document_being_ingested_comes_back_later_instead_of_running_beside_it() {
+    let stack = Stack::from_env().await;
+    let user = user();
+    let stub = StubProvider::start(vec![StubProvider::sized().after(Duration::from_secs(2))], 384).await;
+    let kb_id = base_on(&stack, &user, &stub).await;
+    let accepted = stack.upload_document(&user, &kb_id, "gauges.txt", &paragraphs(200)).await;
+    let id = Uuid::parse_str(accepted["tracking_id"].as_str().expect("id")).expect("uuid");
+    let db = stack.db().await;
+    claimed_by_a_delivery(&db, id).await;
+
+    // Two more deliveries of the same job, at once, while the stack's own attempt embeds.
+    let state = ingest_state(&stack, stack.config().await).await;
+    let job = sluice_queue::jobs::DocumentJob { document_id: id, yields: 0 };
+    let timed = Instant::now();
+    let (first, second) = tokio::join!(sluice_ingest::ingest(&state, job, 1), sluice_ingest::ingest(&state, job, 1));
+    first.expect("sent back, acknowledged");
+    second.expect("sent back, acknowledged");
+    // An attempt waits two seconds for its first batch: these ran none.
+    assert!(timed.elapsed() < Duration::from_millis(1500), "a second attempt ran: {:?}", timed.elapsed());
+
+    stack.indexed(&user, &kb_id).await;
+    let (status, message, chunks) = row(&stack, &id.to_string()).await;
+    assert_eq!(status, "done", "{message:?}");
+    assert!(chunks > 128, "{chunks} chunks: at least three batches");
+    assert_eq!(stub.requests(), (chunks as usize).div_ceil(64), "each batch embedded once");
+    let claim: Option<Uuid> =
+        db.query_one("SELECT ingest_claim FROM rag_documents WHERE id = $1", &[&id]).await.expect("row").get(0);
+    assert_eq!(claim, None, "the attempt released its claim");
+
+    // A claim is one attempt's: taken only when free or past its lease, and a late release
+    // of an expired claim leaves the claim that replaced it.
+    let store = stack.store(2).await;
+    let lease = Duration::from_secs(60);
+    let dead = store.claim_ingest(id, lease).await.expect("claim").expect("free");
+    assert_eq!(store.claim_ingest(id, lease).await.expect("claim"), None, "held");
+    db.execute("UPDATE rag_documents SET ingest_claimed_until = now() WHERE id = $1", &[&id]).await.expect("expire");
+    let live = store.claim_ingest(id, lease).await.expect("claim").expect("past its lease");
+    store.release_ingest(dead).await.expect("release");
+    assert_eq!(store.claim_ingest(id, lease).await.expect("claim"), None, "the late release freed nothing");
+    store.release_ingest(live).await.expect("release");
+    assert!(store.claim_ingest(id, lease).await.expect("claim").is_some(), "released");
 }
 
 #[tokio::test]

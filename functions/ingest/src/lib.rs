@@ -27,7 +27,7 @@ use sluice_embed::credentials::target_for;
 use sluice_embed::tokens;
 use sluice_queue::SqsBatchResponse;
 use sluice_queue::jobs::{Dispatcher, DocumentJob, STAGE_LEASE, receive_count};
-use sluice_store::{ChunkRow, Db, Document, KnowledgeBase, Stage, Turn, WriteOutcome};
+use sluice_store::{ChunkRow, Db, Document, IngestClaim, KnowledgeBase, Stage, Turn, WriteOutcome};
 use sluice_vault::Vault;
 use sluice_web::stage_span;
 use std::time::Instant;
@@ -128,10 +128,29 @@ pub async fn ingest(state: &State, job: DocumentJob, deliveries: u32) -> Result<
             return Ok(());
         }
     }
+    // One attempt per document at a time: another delivery of this job (SQS delivers at
+    // least once) or another tenant's delivery ingesting it in its place is not run beside.
+    let Some(claim) = state.db.claim_ingest(document.id, STAGE_LEASE).await? else {
+        state.dispatcher.send_after_claim("ingest", &job).await?;
+        return Ok(());
+    };
+    let outcome = claimed_attempt(state, &document, deliveries).await;
+    release(state, claim).await;
+    outcome
+}
+
+/// Ends a claim; one left behind only delays the next delivery until its lease runs out.
+async fn release(state: &State, claim: IngestClaim) {
+    if let Err(error) = state.db.release_ingest(claim).await {
+        tracing::warn!(id = %claim.document_id, error = %error, "the ingest claim was not released; it expires with its lease");
+    }
+}
+
+async fn claimed_attempt(state: &State, document: &Document, deliveries: u32) -> Result<(), IngestError> {
     let last_delivery = deliveries >= state.config.ingest_max_receives;
-    match attempt(state, &document).await {
+    match attempt(state, document).await {
         Ok(()) => Ok(()),
-        Err(Attempt::Failed(message)) => fail(state, &document, &message).await,
+        Err(Attempt::Failed(message)) => fail(state, document, &message).await,
         Err(Attempt::Transient(error)) if last_delivery => {
             tracing::warn!(id = %document.id, error = %error, "last delivery failed; recorded");
             let message = match &error {
@@ -140,7 +159,7 @@ pub async fn ingest(state: &State, job: DocumentJob, deliveries: u32) -> Result<
                     failure("ingest", "ServiceUnavailable", "a storage service kept failing; retry the document later")
                 }
             };
-            fail(state, &document, &message).await
+            fail(state, document, &message).await
         }
         Err(Attempt::Transient(error)) => Err(error),
     }
@@ -158,11 +177,20 @@ async fn ingest_in_turn_of(state: &State, id: uuid::Uuid) {
             return;
         }
     };
+    let claim = match state.db.claim_ingest(id, STAGE_LEASE).await {
+        Ok(Some(claim)) => claim,
+        Ok(None) => return,
+        Err(error) => {
+            tracing::warn!(%id, error = %error, "the document given the turn could not be claimed; its own job will");
+            return;
+        }
+    };
     let outcome = match attempt(state, &document).await {
         Ok(()) => Ok(()),
         Err(Attempt::Failed(message)) => fail(state, &document, &message).await,
         Err(Attempt::Transient(error)) => Err(error),
     };
+    release(state, claim).await;
     if let Err(error) = outcome {
         tracing::warn!(%id, error = %error, "ingesting in another's turn failed for now; its own job retries");
     }

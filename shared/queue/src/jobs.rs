@@ -37,6 +37,10 @@ pub const MAX_YIELDS: u32 = 30;
 /// How long a yielded job waits before it is delivered again.
 const YIELD_DELAY_SECS: i32 = 1;
 
+/// How long a job that found its document claimed by another delivery waits before it is
+/// delivered again: long enough not to spin, short enough that a failed attempt is retried soon.
+const CLAIMED_DELAY_SECS: i32 = 30;
+
 /// How long a document counts as in a stage after it started: the functions' own timeout,
 /// after which a started attempt is dead.
 pub const STAGE_LEASE: std::time::Duration = std::time::Duration::from_secs(900);
@@ -121,6 +125,15 @@ impl Dispatcher {
     pub async fn yield_turn(&self, topic: &str, job: &DocumentJob) -> Result<(), DispatchError> {
         self.send_later(topic, &job.yielded(), YIELD_DELAY_SECS).await?;
         tracing::info!(id = %job.document_id, yields = job.yields + 1, "another tenant's document goes first");
+        Ok(())
+    }
+
+    /// Sends `job`, whose document another delivery is working on, to come back once that
+    /// attempt has likely ended (the same job: waiting counts against no delivery or yield).
+    pub async fn send_after_claim(&self, topic: &str, job: &DocumentJob) -> Result<(), DispatchError> {
+        let payload = serde_json::to_value(job).map_err(|e| DispatchError::Send(Box::new(e)))?;
+        self.send_later(topic, &payload, CLAIMED_DELAY_SECS).await?;
+        tracing::info!(id = %job.document_id, "another delivery is ingesting the document; this one comes back later");
         Ok(())
     }
 

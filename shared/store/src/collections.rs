@@ -2,7 +2,7 @@
 //! and the counts a collection's card shows.
 
 use crate::knowledge::{COLUMNS, KnowledgeBase, from_row};
-use crate::vectors::{NAME_LOCK_SQL, vector_width};
+use crate::names::{NAME_LOCK_SQL, teardown_reserved, vector_width};
 use crate::{Db, StoreError};
 use deadpool_postgres::GenericClient;
 use sluice_domain::collection::vector_table;
@@ -64,53 +64,6 @@ pub enum NameDrop {
 
 /// The outbox topic the teardown function consumes.
 pub const TEARDOWN_TOPIC: &str = "teardown";
-
-pub(crate) async fn teardown_reserved(client: &impl GenericClient, name: &str) -> Result<bool, StoreError> {
-    let row = client
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM collection_teardowns WHERE collection_name = $1 AND drop_table)",
-            &[&name],
-        )
-        .await?;
-    Ok(row.get(0))
-}
-
-/// Whether `name`, held by no base, holds content written with no base by a tenant other
-/// than `org` (any such content, for a caller outside an organization): tracking rows that
-/// describe chunks (or may yet), or chunks in the vector table.
-pub(crate) async fn holds_unfiled_content(
-    client: &impl GenericClient,
-    name: &str,
-    org: Option<Uuid>,
-) -> Result<bool, StoreError> {
-    let rows: bool = client
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM rag_documents WHERE collection_name = $1 AND kb_id IS NULL \
-             AND (vector_document_id IS NOT NULL OR status = 'processing') \
-             AND ($2::uuid IS NULL OR org_id IS DISTINCT FROM $2))",
-            &[&name, &org],
-        )
-        .await?
-        .get(0);
-    if rows {
-        return Ok(true);
-    }
-    if vector_width(client, name).await?.is_none() {
-        return Ok(false);
-    }
-    let table = vector_table(name);
-    let chunks: bool = client
-        .query_one(
-            &format!(
-                "SELECT EXISTS (SELECT 1 FROM {table} WHERE kb_id IS NULL \
-                 AND ($1::uuid IS NULL OR org_id IS DISTINCT FROM $1))"
-            ),
-            &[&org],
-        )
-        .await?
-        .get(0);
-    Ok(chunks)
-}
 
 /// Writes a teardown's row (it stays until the teardown has finished, so the sweep can send
 /// a stalled one again; only a drop reserves the name) and its job in the outbox, for the

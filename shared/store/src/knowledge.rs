@@ -1,8 +1,7 @@
 //! Knowledge bases. The store answers what exists; who may reach it is decided once, by
 //! `sluice_domain::access`, on what these functions return.
 
-use crate::collections::{holds_unfiled_content, teardown_reserved};
-use crate::vectors::NAME_LOCK_SQL;
+use crate::names::{NAME_LOCK_SQL, holds_unfiled_content, teardown_reserved};
 use crate::{Db, StoreError};
 use sluice_domain::access::{Access, BaseOwnership, Scope};
 use time::OffsetDateTime;
@@ -212,7 +211,7 @@ impl Db {
         // The collection's table, once made, reads words one way: every base on it agrees.
         let settled = match holders.first() {
             Some(first) => Some(first.base.text_search_language.clone()),
-            None => crate::search::text_search_language(&tx, &base.collection_name).await?,
+            None => crate::names::text_search_language(&tx, &base.collection_name).await?,
         };
         if let Some(settled) = settled.filter(|settled| *settled != base.text_search_language) {
             return Ok(Claim::ReadsWordsAs(settled));

@@ -9,10 +9,12 @@ mod documents;
 mod keyword_feedback;
 mod knowledge;
 mod migrate;
+mod names;
 mod reindex;
 mod removals;
 mod search;
 mod sync;
+mod turns;
 mod vectors;
 
 pub use chat_files::{ChatFile, LandedFile, NewChatFile, NewUploadIntent};
@@ -23,11 +25,12 @@ pub use connect::{
 };
 pub use credentials::{EmbeddingEndpoint, SealedValue, SecretMeta};
 pub use documents::{
-    Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, ParsedText, Stage,
-    SyncOrigin, Turn, WriteOutcome,
+    Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, ParsedText, SyncOrigin,
+    WriteOutcome,
 };
 pub use knowledge::{Claim, Claimant, GrantedBase, KnowledgeBase};
 pub use migrate::{MigrationReport, OnlineUpgrades, SCHEMA_VERSION};
+pub use names::VECTOR_TABLE_COMMENT;
 pub use reindex::{INGEST_TOPIC, ReindexProgress, ReindexStart};
 pub use removals::Reaped;
 pub use search::{Hit, ScopeBase, SearchFilters};
@@ -35,7 +38,8 @@ pub use sync::{
     Audit, ListedFile, ListingEnd, MAX_LOGGED_FAILURES, PageOutcome, RunScope, RunStart, SOURCE_EVENT_TOPIC,
     SYNC_RUN_TOPIC, SourceEventJob, SyncRun, SyncRunJob, SyncSource,
 };
-pub use vectors::{VECTOR_TABLE_COMMENT, VectorTableError};
+pub use turns::{IngestClaim, Stage, Turn};
+pub use vectors::VectorTableError;
 
 use deadpool_postgres::Pool;
 

@@ -33,6 +33,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (22, "descriptions_by_target", include_str!("../migrations/0022_descriptions_by_target.sql")),
     (23, "document_titles", include_str!("../migrations/0023_document_titles.sql")),
     (24, "rerank", include_str!("../migrations/0024_rerank.sql")),
+    (25, "ingest_claims", include_str!("../migrations/0025_ingest_claims.sql")),
 ];
 
 /// The schema version this build's code is written against.

@@ -5,7 +5,7 @@
 //! old chunks searchable until the new ones replace them in one transaction. A run counts
 //! its documents, so progress reads as done/total.
 
-use crate::collections::teardown_reserved;
+use crate::names::teardown_reserved;
 use crate::{Db, OutboxMessage, PARSE_DOCUMENT_TOPIC, StoreError};
 use sluice_domain::ingestion::IngestionConfig;
 use uuid::Uuid;

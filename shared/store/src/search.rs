@@ -8,7 +8,7 @@
 //! filter never silently returns fewer rows than match.
 
 use crate::keyword_feedback::{FeedbackChunk, expanded_query};
-use crate::vectors::vector_width;
+use crate::names::{text_search_language, vector_width};
 use crate::{Db, StoreError};
 use sluice_domain::collection::vector_table;
 use sluice_domain::config::KeywordReading;
@@ -548,24 +548,6 @@ fn quoted_lexemes(text: &str) -> Vec<String> {
 /// Lucene's form (never negative, so a common word still counts a little).
 pub fn bm25_idf(chunks: f64, holding: f64) -> f64 {
     (1.0 + (chunks - holding + 0.5) / (holding + 0.5)).ln()
-}
-
-/// The text search configuration `collection`'s table reads words with (the comment of
-/// its `search_vector` column), or `None` when there is no such vector table.
-pub(crate) async fn text_search_language(
-    client: &impl deadpool_postgres::GenericClient,
-    collection: &str,
-) -> Result<Option<String>, tokio_postgres::Error> {
-    let row = client
-        .query_opt(
-            "SELECT coalesce(col_description(c.oid, a.attnum), 'english') FROM pg_class c \
-             JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema() \
-             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'search_vector' \
-             WHERE c.relname = $1 AND obj_description(c.oid, 'pg_class') = $2",
-            &[&vector_table(collection), &crate::vectors::VECTOR_TABLE_COMMENT],
-        )
-        .await?;
-    Ok(row.map(|r| r.get(0)))
 }
 
 /// A keyword query's wanted part and its excluded words (`-word` outside quotes), so the

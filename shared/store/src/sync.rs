@@ -10,8 +10,8 @@
 //! own outcomes (`write_chunks`, `fail_document`, `skip_unchanged_download`) count into the
 //! run, and the last one finishes it.
 
+use crate::names::vector_width;
 use crate::removals::queue_removal;
-use crate::vectors::vector_width;
 use crate::{Db, Document, StoreError};
 use deadpool_postgres::{GenericClient, Transaction};
 use serde::Serialize;

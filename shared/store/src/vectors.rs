@@ -2,20 +2,14 @@
 //! Migrations never declare them; each carries the comment `sluice:vector-table`, the one
 //! predicate by which the schema check and the listings tell them from the schema's own.
 
+use crate::names::{NAME_LOCK_SQL, vector_width};
 use crate::{Db, StoreError};
 use sluice_domain::collection::{self, vector_table};
-
-/// The comment that marks a runtime vector table.
-pub const VECTOR_TABLE_COMMENT: &str = "sluice:vector-table";
 
 /// pgvector's HNSW index takes `vector` up to 2,000 dimensions; wider models are indexed
 /// as `halfvec` (up to 4,000), the same cosine order at half the bytes (the choice is made
 /// in `sluice_create_vector_table`).
 pub const HNSW_MAX_HALFVEC_DIM: i32 = 4000;
-
-/// The advisory-lock key every writer of a collection name takes: claims, table creation,
-/// teardowns and chunk writes serialise on it.
-pub(crate) const NAME_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(hashtext('sluice:collection:' || $1))";
 
 #[derive(Debug, thiserror::Error)]
 pub enum VectorTableError {
@@ -69,7 +63,7 @@ impl Db {
         if tx.query_opt("SELECT 1 FROM knowledge_bases WHERE id = $1", &[&kb_id]).await?.is_none() {
             return Ok(Some(crate::WriteOutcome::BaseGone));
         }
-        if crate::collections::teardown_reserved(&tx, name).await? {
+        if crate::names::teardown_reserved(&tx, name).await? {
             return Ok(Some(crate::WriteOutcome::Reserved));
         }
         create_unless_present(&tx, name, dim, language).await?;
@@ -138,21 +132,4 @@ async fn create_unless_present(
             Ok(())
         }
     }
-}
-
-/// The vector table's width; a table of that name without the marking comment is not one.
-pub(crate) async fn vector_width(
-    client: &impl deadpool_postgres::GenericClient,
-    name: &str,
-) -> Result<Option<i32>, tokio_postgres::Error> {
-    let row = client
-        .query_opt(
-            "SELECT a.atttypmod FROM pg_class c \
-             JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema() \
-             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'embedding' \
-             WHERE c.relname = $1 AND obj_description(c.oid, 'pg_class') = $2",
-            &[&vector_table(name), &VECTOR_TABLE_COMMENT],
-        )
-        .await?;
-    Ok(row.map(|r| r.get(0)))
 }
