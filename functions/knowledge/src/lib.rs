@@ -10,6 +10,7 @@ mod embedding;
 mod endpoints;
 mod error;
 mod fields;
+pub mod fusion;
 pub mod query_cache;
 mod reindex;
 pub mod rerank;
@@ -253,7 +254,7 @@ pub async fn handle(state: &State, request: Request) -> Response<Body> {
 fn embedding_models(request: &Request) -> Result<Response<Body>, KnowledgeError> {
     let query = request.query_string_parameters();
     let provider = query.first("provider").filter(|p| !p.is_empty());
-    let entries = sluice_domain::catalog::entries(provider).ok_or_else(|| {
+    let entries = sluice_domain::ingestion::catalog_entries(provider).ok_or_else(|| {
         let known: Vec<&str> = sluice_domain::catalog::providers().iter().map(|p| p.id.as_str()).collect();
         error::invalid(
             "provider",
@@ -267,7 +268,7 @@ fn embedding_models(request: &Request) -> Result<Response<Body>, KnowledgeError>
 /// endpoint lists, or the whole list marked unconfirmed when it cannot be asked.
 async fn openrouter_models(state: &State, request: &Request) -> Result<Response<Body>, KnowledgeError> {
     let query = request.query_string_parameters();
-    let entries = sluice_domain::catalog::entries(Some("openrouter")).unwrap_or_default();
+    let entries = sluice_domain::ingestion::catalog_entries(Some("openrouter")).unwrap_or_default();
     let Some(base_url) = query.first("base_url").filter(|u| !u.is_empty()) else {
         return Ok(json_response(200, &serde_json::json!({ "models": entries, "confirmed": false })));
     };

@@ -5,7 +5,7 @@
 //! reason) rather than fail.
 
 use crate::State;
-use crate::search::{Fused, LegPlace};
+use crate::fusion::{Fused, LegPlace};
 use serde_json::{Value, json};
 use sluice_domain::rerank::Rerank;
 use sluice_store::KnowledgeBase;

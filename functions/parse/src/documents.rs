@@ -79,7 +79,10 @@ async fn parse_taken(state: &State, document: &Document) -> Result<(), ParseErro
         return send_ingest(state, document).await;
     }
     if document.storage_path.is_none() && document.sync.is_some() {
-        return crate::sync::fetch_document(state, document).await;
+        return match crate::sync::fetch_document(state, document).await? {
+            Some(bytes) => parse_bytes(state, document, bytes).await,
+            None => Ok(()),
+        };
     }
     let Some(key) = document.storage_path.clone() else {
         return fail(state, document, "NoOriginal", "the document has no stored original; upload it again").await;

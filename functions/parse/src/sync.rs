@@ -148,47 +148,51 @@ async fn fail(state: &State, document: &Document, message: &str) -> Result<(), P
 
 /// Downloads a synced document with its source's credential. Unchanged bytes (the hash of
 /// the document it would replace, outside `full`) keep that document and cost no parse
-/// and no embedding; anything else is judged as an upload and parsed.
-pub async fn fetch_document(state: &State, document: &Document) -> Result<(), ParseError> {
+/// and no embedding; anything else is judged as an upload and handed back to be parsed
+/// (`None`: nothing is left to parse, the outcome recorded).
+pub async fn fetch_document(state: &State, document: &Document) -> Result<Option<bytes::Bytes>, ParseError> {
     let source_id = document.sync.as_ref().and_then(|s| s.source_id);
     let Some(source) = (match source_id {
         Some(id) => state.db.sync_source(id).await?,
         None => None,
     }) else {
-        return fail(state, document, "fetch: SourceDeleted: its sync source was deleted; nothing will fetch it").await;
+        return fail(state, document, "fetch: SourceDeleted: its sync source was deleted; nothing will fetch it")
+            .await
+            .map(|()| None);
     };
     let Some(key) = key_of(&source, document) else {
         return fail(state, document, "fetch: SourceMoved: the source no longer reads this address; run it again")
-            .await;
+            .await
+            .map(|()| None);
     };
     let client = match state.remote.client_for(&state.db, &state.vault, &source).await {
         Ok(client) => client,
         Err(error) if error.is_transient() => return Err(ParseError::Source(error)),
-        Err(error) => return fail(state, document, &error.stored("fetch")).await,
+        Err(error) => return fail(state, document, &error.stored("fetch")).await.map(|()| None),
     };
     let fetched = match client.get(key, state.config.max_upload_bytes).await {
         Ok(fetched) => fetched,
         Err(error) if error.is_transient() => return Err(ParseError::Source(error)),
         Err(SourceError::NotFound) => {
             let message = "fetch: ObjectGone: the object was removed after it was listed; the next run removes it";
-            return fail(state, document, message).await;
+            return fail(state, document, message).await.map(|()| None);
         }
-        Err(error) => return fail(state, document, &error.stored("fetch")).await,
+        Err(error) => return fail(state, document, &error.stored("fetch")).await.map(|()| None),
     };
     let requests = i32::try_from(client.get_requests()).unwrap_or(i32::MAX);
     let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&fetched.bytes));
     if let Some(kept) = unchanged_by_hash(state, &source, document, &hash).await? {
         state.db.skip_unchanged_download(document, kept, fetched.etag.as_deref(), requests).await?;
         tracing::info!(id = %document.id, kept = %kept, "synced object unchanged by content; kept");
-        return Ok(());
+        return Ok(None);
     }
     state.db.record_download(document, &hash, fetched.etag.as_deref(), requests).await?;
     if let Err(refusal) = sluice_formats::check_upload(&document.filename, None, &fetched.bytes) {
         let message =
             format!("fetch: {}: {}; the object is not what its name says", refusal.code.as_str(), refusal.message);
-        return fail(state, document, &message).await;
+        return fail(state, document, &message).await.map(|()| None);
     }
-    crate::documents::parse_bytes(state, document, fetched.bytes).await
+    Ok(Some(fetched.bytes))
 }
 
 /// The stored document whose bytes `document`'s are, which it therefore does not replace

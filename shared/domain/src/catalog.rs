@@ -44,20 +44,6 @@ pub fn model(provider_id: &str, model_id: &str) -> Option<&'static Model> {
     provider(provider_id)?.model(model_id)
 }
 
-/// One row of `GET /rag/embedding-models`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CatalogEntry {
-    pub provider: String,
-    pub model: String,
-    pub dim: u32,
-    pub keyless: bool,
-    /// The most tokens of one input the model reads.
-    pub max_input_tokens: u32,
-    /// The longest `chunk_size` a base on this model accepts, and its default.
-    pub max_chunk_size: u32,
-    pub default_chunk_size: u32,
-}
-
 #[derive(Debug, Deserialize)]
 struct CatalogFile {
     providers: Vec<Provider>,
@@ -88,30 +74,6 @@ impl Provider {
     }
 }
 
-/// Every model, or one provider's; `None` for a provider the catalog does not have.
-pub fn entries(provider_id: Option<&str>) -> Option<Vec<CatalogEntry>> {
-    let chosen: Vec<&Provider> = match provider_id {
-        Some(id) => vec![provider(id)?],
-        None => providers().iter().collect(),
-    };
-    Some(
-        chosen
-            .into_iter()
-            .flat_map(|p| {
-                p.models.iter().map(|m| CatalogEntry {
-                    provider: p.id.clone(),
-                    model: m.model.clone(),
-                    dim: m.dim,
-                    keyless: p.keyless,
-                    max_input_tokens: m.max_input_tokens,
-                    max_chunk_size: m.max_chunk_chars(),
-                    default_chunk_size: crate::ingestion::IngestionConfig::default_for(Some(m)).chunk_size,
-                })
-            })
-            .collect(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,7 +96,7 @@ mod tests {
             openrouter.model_in_space(&small.space, small.dim).map(|m| m.model.as_str()),
             Some("openai/text-embedding-3-small")
         );
-        assert_eq!(entries(Some("nope")), None);
-        assert_eq!(entries(Some("local")).expect("local").len(), 1);
+        assert_eq!(crate::ingestion::catalog_entries(Some("nope")), None);
+        assert_eq!(crate::ingestion::catalog_entries(Some("local")).expect("local").len(), 1);
     }
 }

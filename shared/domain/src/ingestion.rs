@@ -6,7 +6,7 @@
 //! same fields whichever entry point refused: `ingestion_config.<setting>` for a setting
 //! of its own, `ingestion_config` for the pair rule (`chunk_overlap < chunk_size`).
 
-use crate::catalog::Model;
+use crate::catalog::{Model, Provider};
 use crate::vision::ImageDescription;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -321,6 +321,45 @@ fn whole_number(key: &str, value: &Value) -> Result<u32, IngestionConfigError> {
         .as_u64()
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| IngestionConfigError::one(key, "must be a whole number"))
+}
+
+/// One row of `GET /rag/embedding-models`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CatalogEntry {
+    pub provider: String,
+    pub model: String,
+    pub dim: u32,
+    pub keyless: bool,
+    /// The most tokens of one input the model reads.
+    pub max_input_tokens: u32,
+    /// The longest `chunk_size` a base on this model accepts, and its default.
+    pub max_chunk_size: u32,
+    pub default_chunk_size: u32,
+}
+
+/// The catalog as `GET /rag/embedding-models` lists it, with the chunk sizes a base on each
+/// model accepts: every model, or one provider's; `None` for a provider the catalog does not have.
+pub fn catalog_entries(provider_id: Option<&str>) -> Option<Vec<CatalogEntry>> {
+    let chosen: Vec<&Provider> = match provider_id {
+        Some(id) => vec![crate::catalog::provider(id)?],
+        None => crate::catalog::providers().iter().collect(),
+    };
+    Some(
+        chosen
+            .into_iter()
+            .flat_map(|p| {
+                p.models.iter().map(|m| CatalogEntry {
+                    provider: p.id.clone(),
+                    model: m.model.clone(),
+                    dim: m.dim,
+                    keyless: p.keyless,
+                    max_input_tokens: m.max_input_tokens,
+                    max_chunk_size: m.max_chunk_chars(),
+                    default_chunk_size: IngestionConfig::default_for(Some(m)).chunk_size,
+                })
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]

@@ -7,21 +7,7 @@
 use sluice_store::{Db, KnowledgeBase, StoreError};
 use sluice_vault::{Binding, Sealed, Vault, VaultError};
 
-/// An API key, opened; never printed.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ApiKey(..)")
-    }
-}
+pub use crate::target::ApiKey;
 
 /// Why a keyed collection has no usable key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +66,7 @@ pub async fn target_for(
     db: &Db,
     vault: &Vault,
     base: &KnowledgeBase,
-) -> Result<Result<crate::client::Target, String>, ResolveError> {
+) -> Result<Result<crate::target::Target, String>, ResolveError> {
     let Some(provider) = sluice_domain::catalog::provider(&base.embedding_provider) else {
         return Ok(Err(format!(
             "collection {} embeds through {}, which the catalog no longer has; move it to a catalog provider",
@@ -110,7 +96,7 @@ pub async fn target_for(
         }
         KeyResolution::NoKey(why) => return Ok(Err(why.refusal(base))),
     };
-    Ok(Ok(crate::client::Target { base_url, model: base.embedding_model.clone(), dimensions, api_key }))
+    Ok(Ok(crate::target::Target { base_url, model: base.embedding_model.clone(), dimensions, api_key }))
 }
 
 /// Resolves the key `base` embeds with.

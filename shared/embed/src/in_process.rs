@@ -5,7 +5,7 @@
 //! here; the model is read from `SLUICE_MODEL_DIR` once per process, on first use, so a
 //! cold start that embeds nothing does not pay for it.
 
-use crate::client::{EmbedError, Target};
+use crate::target::{EmbedError, Target};
 use sluice_minilm::{DIMENSIONS, Embedder, MODEL_ID};
 use std::sync::{Arc, OnceLock};
 

@@ -7,6 +7,7 @@ pub mod client;
 pub mod credentials;
 pub mod in_process;
 pub mod network;
+pub mod target;
 pub mod tokens;
 
 use std::sync::OnceLock;

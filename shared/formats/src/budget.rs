@@ -106,7 +106,7 @@ impl TextBudget {
     pub fn finish(self) -> (String, bool) {
         let mut text = self.text;
         if self.truncated {
-            text.push_str(&crate::extract::left_out_marker(self.max_chars));
+            text.push_str(&left_out_marker(self.max_chars));
         }
         (text, self.truncated)
     }
@@ -142,4 +142,9 @@ mod tests {
         std::thread::sleep(Duration::from_millis(2));
         assert_eq!(budget.check_time(), Err(Stop::Time));
     }
+}
+
+/// The line that ends a text the budget cut.
+pub fn left_out_marker(max_chars: usize) -> String {
+    format!("\n\n[The rest of this document was left out: extracted text is capped at {max_chars} characters.]")
 }

@@ -44,7 +44,7 @@ impl RefusalCode {
         fixed
             .into_iter()
             .find(|c| c.as_str() == code)
-            .or_else(|| crate::container::REASON_CODES.iter().find(|c| **c == code).map(|c| Self::UnsafeContainer(c)))
+            .or_else(|| crate::limits::REASON_CODES.iter().find(|c| **c == code).map(|c| Self::UnsafeContainer(c)))
     }
 }
 
@@ -176,7 +176,7 @@ mod tests {
 
     #[test]
     fn every_refusal_code_reads_back_as_itself() {
-        let container = crate::container::REASON_CODES.iter().map(|c| RefusalCode::UnsafeContainer(c));
+        let container = crate::limits::REASON_CODES.iter().map(|c| RefusalCode::UnsafeContainer(c));
         let fixed = [RefusalCode::ExtensionNotAllowed, RefusalCode::EmptyFile, RefusalCode::UndecodableImage];
         for code in fixed.into_iter().chain(container) {
             assert_eq!(RefusalCode::from_code(code.as_str()), Some(code));

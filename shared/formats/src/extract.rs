@@ -2,15 +2,15 @@
 
 use crate::budget::TextBudget;
 use crate::check::{Refusal, RefusalCode};
-use crate::container::{Container, ContainerError, ContainerLimits};
+use crate::container::{Container, ContainerError};
 use crate::dates::{self, OwnDate};
-use crate::images::{FoundImage, ImageCollector, ImageOptions, SkipReason};
+use crate::images::{FoundImage, ImageCollector, SkipReason};
 use crate::kinds::{FileKind, FileType};
 use crate::office::{self, ReadError};
+use crate::options::ExtractOptions;
 use crate::scan::{OcrOptions, Scanner};
 use crate::sheets;
 use crate::text::{Markup, decode};
-use std::time::Duration;
 
 /// The longest preview, in characters.
 pub const PREVIEW_MAX_CHARS: usize = 240;
@@ -67,67 +67,8 @@ pub struct Extraction {
     pub images_skipped: Vec<(SkipReason, u32)>,
 }
 
-/// How much a parse may spend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ExtractOptions {
-    /// `CHAT_PARSED_TEXT_MAX_CHARS`.
-    pub max_chars: usize,
-    /// Past this the file is unreadable and the parse stops.
-    pub time_limit: Duration,
-    /// The archive limits, applied to office containers too.
-    pub limits: ContainerLimits,
-    /// The most pages of a PDF read; the rest are named as not read.
-    pub max_pages: u32,
-    /// OCR of scanned pages and images; `None` leaves them without text.
-    pub ocr: Option<OcrOptions>,
-    /// Write the formats that have structure (PDF, DOC, DOCX, ODT, HTML) as markdown; the others
-    /// are written as text either way, and `Extraction::markdown` says which it was.
-    #[serde(default)]
-    pub markdown: bool,
-    /// Gather the images worth describing (a collection that describes them).
-    #[serde(default)]
-    pub images: Option<ImageOptions>,
-}
-
-impl ExtractOptions {
-    pub fn new(max_chars: usize) -> Self {
-        Self {
-            max_chars,
-            time_limit: DEFAULT_TIME_LIMIT,
-            limits: ContainerLimits::default(),
-            max_pages: crate::pdf::MAX_PAGES,
-            ocr: None,
-            markdown: false,
-            images: None,
-        }
-    }
-
-    pub fn with_images(mut self, images: Option<ImageOptions>) -> Self {
-        self.images = images;
-        self
-    }
-
-    pub fn with_markdown(mut self, markdown: bool) -> Self {
-        self.markdown = markdown;
-        self
-    }
-
-    pub fn with_ocr(mut self, ocr: Option<OcrOptions>) -> Self {
-        self.ocr = ocr;
-        self
-    }
-
-    pub fn with_max_pages(mut self, max_pages: u32) -> Self {
-        self.max_pages = max_pages;
-        self
-    }
-}
-
 /// The largest image decoded for OCR, in bytes of pixels.
 const MAX_IMAGE_BYTES: u64 = 96 << 20;
-
-/// Default parse time limit: inside the API's 29-second window with room to store.
-pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(20);
 
 /// Extracts the text of an accepted file under `options`. `Err` refuses the file (an
 /// unsafe container); a file that merely cannot be read is `Ok` with `unreadable` set.
@@ -364,11 +305,6 @@ fn read_document(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Res
         Err(ReadError::Time) => extraction.unreadable = Some(took_too_long(options)),
     }
     Ok(extraction)
-}
-
-/// The line that ends a text the budget cut.
-pub fn left_out_marker(max_chars: usize) -> String {
-    format!("\n\n[The rest of this document was left out: extracted text is capped at {max_chars} characters.]")
 }
 
 /// The first three lines of `text`, at most 240 characters; `None` when there is nothing

@@ -536,7 +536,7 @@ pub fn rtf_to_text(rtf: &[u8], default: &'static Encoding) -> String {
                     match word {
                         "ansicpg" => {
                             if let Some(cp) = param {
-                                encoding = crate::msg::encoding_for_codepage(cp as u32);
+                                encoding = crate::text::encoding_for_codepage(cp as u32);
                             }
                         }
                         "uc" => {

@@ -61,36 +61,7 @@ fn codepage_encoding(properties: &[(u16, u16, [u8; 8])]) -> &'static Encoding {
         .iter()
         .find(|(id, kind, _)| (*id == INTERNET_CPID || *id == MESSAGE_CODEPAGE) && *kind == 0x0003)
         .map(|(_, _, v)| u32::from_le_bytes([v[0], v[1], v[2], v[3]]));
-    codepage.map_or(encoding_rs::WINDOWS_1252, encoding_for_codepage)
-}
-
-/// A Windows code page's encoding (Windows-1252 for what the Encoding Standard lacks).
-pub fn encoding_for_codepage(codepage: u32) -> &'static Encoding {
-    let label = match codepage {
-        65001 => "utf-8",
-        1200 => "utf-16le",
-        1201 => "utf-16be",
-        932 => "shift_jis",
-        936 => "gbk",
-        949 | 51949 => "euc-kr",
-        950 => "big5",
-        20932 => "euc-jp",
-        50220..=50222 => "iso-2022-jp",
-        54936 => "gb18030",
-        20866 => "koi8-r",
-        21866 => "koi8-u",
-        874 => "windows-874",
-        866 => "ibm866",
-        1250..=1258 => {
-            return Encoding::for_label(format!("windows-{codepage}").as_bytes()).unwrap_or(encoding_rs::WINDOWS_1252);
-        }
-        28591..=28606 => {
-            return Encoding::for_label(format!("iso-8859-{}", codepage - 28590).as_bytes())
-                .unwrap_or(encoding_rs::WINDOWS_1252);
-        }
-        _ => "windows-1252",
-    };
-    Encoding::for_label(label.as_bytes()).unwrap_or(encoding_rs::WINDOWS_1252)
+    codepage.map_or(encoding_rs::WINDOWS_1252, crate::text::encoding_for_codepage)
 }
 
 /// A string property of `storage`: the Unicode stream, else the 8-bit one.

@@ -13,10 +13,10 @@
 
 use crate::budget::{Stop, TextBudget};
 use crate::dates::{DateSource, OwnDate};
-use crate::extract::ExtractOptions;
 use crate::images::ImageCollector;
 use crate::markdown::MarkdownWriter;
 use crate::office::ReadError;
+use crate::options::{ExtractOptions, MAX_PAGES};
 use crate::pdf_structure::{Figure, Style, TextPage};
 use crate::scan::Scanner;
 use image::GrayImage;
@@ -26,8 +26,6 @@ use pdfium_render::prelude::{
 };
 use std::sync::OnceLock;
 
-/// The most pages read from one document.
-pub const MAX_PAGES: u32 = 2000;
 /// A page with fewer characters than this in its text layer may be a scan.
 const NEGLIGIBLE_TEXT_CHARS: usize = 32;
 /// The share of a page an image must cover for the page to count as a scan.

@@ -10,7 +10,7 @@
 pub mod tar;
 pub mod zip;
 
-use crate::container::{ContainerError, ContainerLimits};
+use crate::limits::{ContainerError, ContainerLimits};
 use std::collections::{HashMap, HashSet};
 use unicode_normalization::UnicodeNormalization;
 

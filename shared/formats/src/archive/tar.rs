@@ -3,7 +3,7 @@
 //! gzip decoder, and every byte of a member as it is read, sparse holes included.
 
 use super::{Ledger, Listing, READ_CHUNK_BYTES, refuse};
-use crate::container::{ContainerError, ContainerLimits};
+use crate::limits::{ContainerError, ContainerLimits};
 use std::cell::Cell;
 use std::io::Read;
 use std::rc::Rc;

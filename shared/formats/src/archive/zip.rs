@@ -4,7 +4,7 @@
 //! overlap (the overlapping-file bomb, where one compressed block is counted many times).
 
 use super::{Ledger, Listing, READ_CHUNK_BYTES, refuse, too_many_entries};
-use crate::container::{ContainerError, ContainerLimits};
+use crate::limits::{ContainerError, ContainerLimits};
 use std::io::{Cursor, Read};
 use zip::CompressionMethod;
 
