@@ -1,7 +1,7 @@
 //! The public test corpus beside the repository (`../shared/corpus`): its documents, as the
 //! corpus test and the ingestion benchmark read them.
 
-use sluice_formats::fixtures::corpus_dir;
+use sluice_fixtures::corpus_dir;
 
 /// The document formats a knowledge base reads (archives and images are other tests').
 pub const DOCUMENT_TYPES: &[&str] =

@@ -347,7 +347,7 @@ impl Stack {
     /// A front door of its own (the local stack's, on a free loopback port) over `db`,
     /// serving `search` as its search function's state — a test keeps a clone of that state
     /// to look inside it. Its base URL.
-    pub async fn door(&self, db: sluice_store::Db, search: sluice_knowledge::State) -> String {
+    pub async fn door(&self, db: sluice_store::Db, search: sluice_search::State) -> String {
         let config = self.config().await;
         let blob = sluice_blob::Blob::new(self.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
         // The parse workers are the stack's own binary, as they are the function's in Lambda.
@@ -513,7 +513,7 @@ pub fn survey_pdf(count: usize, edited: Option<usize>) -> Vec<u8> {
         })
         .collect();
     let text: Vec<&str> = text.iter().map(String::as_str).collect();
-    sluice_formats::fixtures::pdf(&text)
+    sluice_fixtures::pdf(&text)
 }
 
 /// A memory line of `/proc/{process}/status` (`VmHWM`, `VmRSS`, …) in MiB; `process` is a

@@ -3,7 +3,7 @@
 //! stored, its text is its member list and its reference names its workspace folder.
 
 use sluice_e2e::{Stack, User};
-use sluice_formats::fixtures::{RawZipEntry, hostile_archives, raw_zip, tar_gz};
+use sluice_fixtures::{RawZipEntry, hostile_archives, raw_zip, tar_gz};
 
 #[tokio::test]
 async fn every_hostile_archive_is_400_with_its_reason_and_leaves_nothing() {

@@ -123,7 +123,7 @@ async fn the_stored_mime_is_canonical_and_images_without_text_have_no_preview() 
     assert_eq!(body["file_type"], "image");
     assert_eq!(body["preview"], Value::Null);
     assert_eq!((body["ref"]["width"].as_u64(), body["ref"]["height"].as_u64()), (Some(640), Some(480)));
-    let tiff = sluice_formats::fixtures::tiff(&[(8, 8)]);
+    let tiff = sluice_fixtures::tiff(&[(8, 8)]);
     let (status, body) = upload(&stack, &user, "scan.tiff", Some("application/octet-stream"), tiff).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["mime_type"], "image/tiff");
@@ -323,7 +323,7 @@ async fn requests_without_a_valid_token_are_401() {
 async fn an_image_carries_what_the_web_app_says_of_it_in_its_reference() {
     let stack = Stack::from_env().await;
     let user = User::with(None, &[], false);
-    let photo = sluice_formats::fixtures::png(64, 48, 5);
+    let photo = sluice_fixtures::png(64, 48, 5);
     let form = |name: &str, bytes: Vec<u8>, fields: &[(&str, &str)]| {
         let mut form = sluice_e2e::file_form(name, None, bytes);
         for (field, value) in fields {

@@ -14,7 +14,7 @@ fn the_contract_the_routers_and_the_template_name_the_same_routes() {
     let routers: [(&str, &[&str]); 3] = [
         ("UploadFunction", sluice_upload::ROUTES),
         ("KnowledgeFunction", sluice_knowledge::ROUTES),
-        ("SearchFunction", sluice_knowledge::search::ROUTES),
+        ("SearchFunction", sluice_search::ROUTES),
     ];
     let served: BTreeSet<String> =
         routers.iter().flat_map(|(_, routes)| routes.iter()).map(|r| (*r).to_owned()).collect();

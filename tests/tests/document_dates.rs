@@ -7,9 +7,7 @@
 use reqwest::Method;
 use serde_json::json;
 use sluice_e2e::{Stack, User};
-use sluice_formats::fixtures::{
-    corpus_file as corpus, docx_created, jpeg_taken, odt_created, pdf_with_info, scanned_page,
-};
+use sluice_fixtures::{corpus_file as corpus, docx_created, jpeg_taken, odt_created, pdf_with_info, scanned_page};
 use time::OffsetDateTime;
 
 #[tokio::test]

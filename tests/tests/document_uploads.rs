@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 use sluice_e2e::{Stack, User};
-use sluice_formats::fixtures::{docx, pdf, xlsx, zip};
+use sluice_fixtures::{docx, pdf, xlsx, zip};
 
 /// Uploads as a browser that does not know the type would: `application/octet-stream`.
 async fn upload(stack: &Stack, user: &User, name: &str, bytes: Vec<u8>) -> (u16, Value) {
@@ -95,7 +95,7 @@ async fn tiff_pages_are_served_as_png_up_to_the_cap_and_only_to_the_owner() {
     let stack = Stack::from_env().await;
     let (owner, stranger) = (User::new(), User::new());
     let pages: Vec<(u32, u32)> = (1..=7).map(|i| (20 + i, 10 + i)).collect();
-    let (status, body) = upload(&stack, &owner, "fax.tiff", sluice_formats::fixtures::tiff(&pages)).await;
+    let (status, body) = upload(&stack, &owner, "fax.tiff", sluice_fixtures::tiff(&pages)).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["mime_type"], "image/tiff");
     let id = body["id"].as_str().expect("id");
@@ -121,7 +121,7 @@ async fn tiff_pages_are_served_as_png_up_to_the_cap_and_only_to_the_owner() {
 async fn an_undecodable_tiff_is_refused_and_leaves_nothing() {
     let stack = Stack::from_env().await;
     let user = User::new();
-    let mut broken = sluice_formats::fixtures::tiff(&[(64, 64)]);
+    let mut broken = sluice_fixtures::tiff(&[(64, 64)]);
     broken.truncate(200);
     let (status, body) = upload(&stack, &user, "scan.tif", broken).await;
     assert_eq!(status, 415, "{body}");

@@ -8,7 +8,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use sluice_e2e::vision_stand_in::{Answer, VisionStandIn};
 use sluice_e2e::{Stack, User};
-use sluice_formats::fixtures::{Ink, docx_picture, docx_with_media, pdf_typeset, png};
+use sluice_fixtures::{Ink, docx_picture, docx_with_media, pdf_typeset, png};
 use uuid::Uuid;
 
 const KEY: &str = "sk-vision-test-key";

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use sluice_e2e::stub::{Scripted, StubProvider};
 use sluice_e2e::vectors::{literal, local_embedding};
 use sluice_e2e::{Stack, User, file_form};
-use sluice_formats::fixtures;
+use sluice_fixtures as fixtures;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 

@@ -68,7 +68,7 @@ async fn a_llamaparse_collection_sends_the_file_once_polls_and_ingests_the_markd
     let (status, _) = stack.call_json(&user, Method::GET, "/rag/supported-formats?parser=acme", None).await;
     assert_eq!(status, 400);
 
-    let pdf = sluice_formats::fixtures::pdf_typeset(&[vec![sluice_formats::fixtures::Ink::Text {
+    let pdf = sluice_fixtures::pdf_typeset(&[vec![sluice_fixtures::Ink::Text {
         x: 72.0,
         y: 700.0,
         size: 10.0,

@@ -7,7 +7,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use sluice_e2e::{Stack, User, file_form};
-use sluice_formats::fixtures::pdf;
+use sluice_fixtures::pdf;
 
 /// One fact per page, with a question about it in other words.
 const FACTS: &[(&str, &str)] = &[

@@ -7,7 +7,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use sluice_e2e::{Stack, User, file_form};
-use sluice_formats::fixtures::{
+use sluice_fixtures::{
     LEFT_COLUMN, RIGHT_COLUMN, image_pdf, image_pdf_of, pdf, pdf_two_columns, png_of, scanned, scanned_page,
 };
 use std::time::{Duration, Instant};

@@ -47,7 +47,7 @@ async fn door_without_database(stack: &Stack) -> String {
     };
     let gone = sluice_store::DbTarget { port: nothing_listens, ..stack.db_target.clone() };
     let db = sluice_store::Db::open(&gone, &stack.vector_login, 2).expect("a pool opens lazily");
-    stack.door(db.clone(), sluice_knowledge::State::new(config, db, &stack.sdk)).await
+    stack.door(db.clone(), sluice_search::State::new(config, db, &stack.sdk)).await
 }
 
 /// A request each route would accept with its database up.

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 use sluice_e2e::{Stack, User};
-use sluice_formats::fixtures::{RawZipEntry, pdf, raw_zip};
+use sluice_fixtures::{RawZipEntry, pdf, raw_zip};
 
 async fn presigned(stack: &Stack, user: &User, filename: &str, mime: &str, bytes: Vec<u8>) -> Value {
     let (status, intent) =

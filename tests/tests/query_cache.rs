@@ -8,12 +8,12 @@ use uuid::Uuid;
 
 /// The stack's front door over the stack's database and emulator, with the search state's
 /// query cache at hand.
-async fn door(stack: &Stack) -> (String, Arc<sluice_knowledge::query_cache::QueryCache>) {
+async fn door(stack: &Stack) -> (String, Arc<sluice_search::query_cache::QueryCache>) {
     let config = stack.config().await;
     let db = sluice_store::Db::open(&stack.db_target, &stack.vector_login, 2).expect("a pool");
     // Search over its own read-only login, as the template gives it.
     let search_db = sluice_store::Db::open(&stack.db_target, &stack.search_login, 2).expect("a pool");
-    let search = sluice_knowledge::State::new(config, search_db, &stack.sdk);
+    let search = sluice_search::State::new(config, search_db, &stack.sdk);
     let cache = search.query_cache.clone();
     (stack.door(db, search).await, cache)
 }

@@ -179,7 +179,7 @@ async fn a_document_whose_file_the_reader_refused_is_not_handed_out() {
     let kb = local_base(&stack, &owner).await;
     // An Office file with an entity declaration: its name, type and magic pass where it lands;
     // the reader refuses it.
-    let bomb = sluice_formats::fixtures::zip(&[
+    let bomb = sluice_fixtures::zip(&[
         ("[Content_Types].xml", "<Types/>"),
         (
             "word/document.xml",

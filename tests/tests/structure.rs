@@ -6,7 +6,8 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use sluice_e2e::{Stack, User};
-use sluice_formats::fixtures::{self, docx_outlined};
+use sluice_fixtures as fixtures;
+use sluice_fixtures::docx_outlined;
 use uuid::Uuid;
 
 const ODF: &str = r#"xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0""#;

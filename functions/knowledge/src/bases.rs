@@ -326,14 +326,7 @@ pub async fn list(state: &State, caller: &Caller) -> Result<Response<Body>, Know
 
 /// Every base the caller can read, with their access, oldest first.
 pub async fn reachable(state: &State, caller: &Caller) -> Result<Vec<(KnowledgeBase, Access)>, KnowledgeError> {
-    let candidates = state.db.candidate_knowledge_bases(caller.user_id, caller.org_id).await?;
-    Ok(candidates
-        .into_iter()
-        .filter_map(|held| {
-            let access = access::decide(caller, &held.base.ownership(), held.grant);
-            (access != Access::None).then_some((held.base, access))
-        })
-        .collect())
+    Ok(state.db.reachable_bases(caller).await?)
 }
 
 /// The base if the caller reaches it at `at_least`; otherwise exactly "not found".
@@ -343,12 +336,7 @@ pub async fn reach(
     id: Uuid,
     at_least: Access,
 ) -> Result<(KnowledgeBase, Access), KnowledgeError> {
-    let held = state.db.knowledge_base(id, caller.user_id).await?.ok_or(KnowledgeError::NotFound)?;
-    let access = access::decide(caller, &held.base.ownership(), held.grant);
-    if access < at_least || access == Access::None {
-        return Err(KnowledgeError::NotFound);
-    }
-    Ok((held.base, access))
+    state.db.reach_base(caller, id, at_least).await?.ok_or(KnowledgeError::NotFound)
 }
 
 /// `GET /kb/{id}`.

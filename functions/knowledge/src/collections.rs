@@ -7,7 +7,7 @@ use crate::error::KnowledgeError;
 use lambda_http::{Body, Request, Response};
 use serde_json::{Map, Value, json};
 use sluice_domain::Caller;
-use sluice_domain::access::{self, Access};
+use sluice_domain::access::Access;
 use sluice_store::KnowledgeBase;
 use sluice_web::json_response;
 use std::collections::BTreeMap;
@@ -21,12 +21,7 @@ pub async fn resolve(
     name: &str,
     at_least: Access,
 ) -> Result<(KnowledgeBase, Access), KnowledgeError> {
-    let holders = state.db.bases_named(name, caller.user_id).await?;
-    let candidates = holders.into_iter().map(|held| {
-        let ownership = held.base.ownership();
-        (held.base, ownership, held.grant)
-    });
-    access::resolve_named(caller, candidates, at_least).ok_or(KnowledgeError::NotFound)
+    state.db.reach_named(caller, name, at_least).await?.ok_or(KnowledgeError::NotFound)
 }
 
 /// `GET /rag/collections`: one entry per name the caller reaches.

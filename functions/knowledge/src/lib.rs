@@ -1,8 +1,8 @@
 //! The `knowledge` function: knowledge bases, collections, credentials, keyless embedding
 //! services and the embedding catalog. Every answer about a base goes through the one
-//! access decision in `sluice_domain::access`. Search (`search::handle`) is served by a
-//! function of its own, `search`, from this crate: the hot path holds the model for query
-//! embeddings and scales on its own; a management call never pays for the model.
+//! access decision in `sluice_domain::access`. Search is the `search` function's
+//! (`functions/search`): the hot path holds the model for query embeddings and scales on its
+//! own; a management call never pays for the model.
 
 mod bases;
 mod collections;
@@ -10,11 +10,7 @@ mod embedding;
 mod endpoints;
 mod error;
 mod fields;
-pub mod fusion;
-pub mod query_cache;
 mod reindex;
-pub mod rerank;
-pub mod search;
 mod secrets;
 mod sources;
 pub use sources::{MAX_EVENT_SOURCES_PER_BUCKET, MAX_SOURCES_PER_BASE};
@@ -43,11 +39,7 @@ pub struct State {
     /// Reaches a sync source's bucket with the source's own credential, to check it before
     /// the source follows the bucket's events.
     pub remote: sluice_sources::Remote,
-    /// The keyless model's query embeddings, kept for this sandbox's life (clones of the
-    /// state share them).
-    pub query_cache: std::sync::Arc<query_cache::QueryCache>,
-    /// Reranks with Amazon Bedrock as the deployment's own role, in its region.
-    pub bedrock: aws_sdk_bedrockagentruntime::Client,
+    /// The deployment's region: a Bedrock reranker must be offered in it.
     pub region: String,
 }
 
@@ -62,21 +54,15 @@ impl State {
             http: sluice_embed::http_client(),
             endpoint_policy: EndpointPolicy { networks: sluice_embed::network::NetworkPolicy::current().clone() },
             dispatcher: Dispatcher::new(sqs, config.job_routes()),
-            query_cache: std::sync::Arc::new(query_cache::QueryCache::new(query_cache::QUERY_CACHE_ENTRIES)),
-            bedrock: aws_sdk_bedrockagentruntime::Client::new(sdk),
             region: sdk.region().map_or_else(|| "us-east-1".to_owned(), ToString::to_string),
             config,
         }
     }
 
-    /// The state at a cold start. `with_model`: the in-process model must be at hand (the
-    /// search function embeds queries with it; the knowledge function never embeds).
-    pub async fn from_env(with_model: bool) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+    /// The state at a cold start (the knowledge function never embeds: no model here).
+    pub async fn from_env() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let config = Config::from_env()?;
         sluice_embed::network::NetworkPolicy::from_env()?;
-        if with_model {
-            sluice_embed::in_process::ensure_available()?;
-        }
         let sdk = sluice_blob::sdk_config().await;
         Ok(Self::new(config, Db::from_env(&sdk, 4).await?, &sdk))
     }
@@ -123,7 +109,7 @@ enum Route {
     AllSyncLogs,
 }
 
-/// Every route this function serves (search's are `search::ROUTES`): its router answers
+/// Every route this function serves (search's are `sluice_search::ROUTES`): its router answers
 /// nothing else, and the test in
 /// `tests/tests/contract.rs` holds the table against `docs/openapi.yaml` and the template.
 pub const ROUTES: &[&str] = &[

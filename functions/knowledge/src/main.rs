@@ -5,7 +5,7 @@ use lambda_http::{Error, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     sluice_web::init_tracing();
-    let state = sluice_knowledge::State::from_env(false).await.inspect_err(sluice_web::log_init_error)?;
+    let state = sluice_knowledge::State::from_env().await.inspect_err(sluice_web::log_init_error)?;
     let state = &state;
     lambda_http::run(service_fn(move |request| async move {
         Ok::<_, std::convert::Infallible>(sluice_knowledge::handle(state, request).await)

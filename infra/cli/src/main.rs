@@ -121,7 +121,7 @@ enum Command {
         query: String,
         /// hybrid (default), vector or keyword.
         #[arg(long, default_value = "hybrid", value_parser = parse_search_mode)]
-        mode: sluice_knowledge::search::Mode,
+        mode: sluice_search::Mode,
         /// Each hit's place in each leg and its fused score.
         #[arg(long)]
         explain: bool,
@@ -143,8 +143,8 @@ fn parse_mode(value: &str) -> Result<sluice_domain::sync::SyncMode, String> {
     sluice_domain::sync::SyncMode::parse(value).ok_or_else(|| "new_only, update_only or full".to_owned())
 }
 
-fn parse_search_mode(value: &str) -> Result<sluice_knowledge::search::Mode, String> {
-    sluice_knowledge::search::Mode::from_name(value).ok_or_else(|| "hybrid, vector or keyword".to_owned())
+fn parse_search_mode(value: &str) -> Result<sluice_search::Mode, String> {
+    sluice_search::Mode::from_name(value).ok_or_else(|| "hybrid, vector or keyword".to_owned())
 }
 
 fn main() -> ExitCode {

@@ -3,7 +3,7 @@
 //! named, so no access decision is made). It prints the hits as the route answers them,
 //! `explain` included, so a team can see why a passage came back without a token.
 
-use sluice_knowledge::search::{Mode, Query, search_bases};
+use sluice_search::{Mode, Query, search_bases};
 use std::process::ExitCode;
 use uuid::Uuid;
 
@@ -20,7 +20,7 @@ pub async fn run(kb_id: Uuid, text: String, mode: Mode, explain: bool, top_k: i6
         Ok(operator) => operator,
         Err(error) => return fail(error),
     };
-    let state = sluice_knowledge::State::new(config, db, &sdk);
+    let state = sluice_search::State::new(config, db, &sdk);
     let query = Query { text, mode, top_k, filters: Default::default(), explain, by_document: false, rerank: None };
     // The operator's queries are cached as the base's owner's would be (this process's own cache).
     let tenant = base.org_id.unwrap_or(base.owner_id);

@@ -1,7 +1,7 @@
 //! `sluice parse`, run as operators run it: the built binary on files in a folder.
 
 use serde_json::Value;
-use sluice_formats::fixtures;
+use sluice_fixtures as fixtures;
 use std::path::PathBuf;
 use std::process::Command;
 

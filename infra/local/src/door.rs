@@ -21,7 +21,7 @@ pub struct Door {
     pub upload: sluice_upload::AppState,
     pub knowledge: sluice_knowledge::State,
     /// The search function's state (in AWS its own function, with the model).
-    pub search: sluice_knowledge::State,
+    pub search: sluice_search::State,
     /// The local identity provider, whose discovery document and keys the door serves, and
     /// whose tokens its authorizer accepts.
     pub issuer: crate::jwt::LocalIssuer,
@@ -41,7 +41,7 @@ enum Function {
 }
 
 fn function_for(method: &str, path: &str) -> Option<Function> {
-    if sluice_web::route_template(sluice_knowledge::search::ROUTES, method, path).is_some() {
+    if sluice_web::route_template(sluice_search::ROUTES, method, path).is_some() {
         return Some(Function::Search);
     }
     let rest = path.strip_prefix("/api/v1/")?;
@@ -185,7 +185,7 @@ impl Door {
         let response = match function {
             Function::Upload => sluice_upload::handle(&self.upload, lambda_request).await,
             Function::Knowledge => sluice_knowledge::handle(&self.knowledge, lambda_request).await,
-            Function::Search => sluice_knowledge::search::handle(&self.search, lambda_request).await,
+            Function::Search => sluice_search::handle(&self.search, lambda_request).await,
         };
         into_hyper(response)
     }

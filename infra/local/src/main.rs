@@ -126,7 +126,7 @@ async fn serve() -> Result<(), Error> {
     let knowledge = sluice_knowledge::State::new(config.clone(), vector_db, &sdk);
     // The search function's own state, over its read-only login (as the template gives it).
     let search_db = sluice_store::Db::from_env_secret(&sdk, 16, sluice_store::SEARCH_SECRET_VARIABLE).await?;
-    let search = sluice_knowledge::State::new(config.clone(), search_db, &sdk);
+    let search = sluice_search::State::new(config.clone(), search_db, &sdk);
     let issuer = sluice_local::jwt::LocalIssuer::from_env()?;
     let door = sluice_local::door::Door {
         body_cap_bytes: config.request_body_cap_bytes(),

@@ -121,6 +121,11 @@ pub fn spent(result: Result<(), Stop>) -> Result<bool, Stop> {
     }
 }
 
+/// The line that ends a text the budget cut.
+pub fn left_out_marker(max_chars: usize) -> String {
+    format!("\n\n[The rest of this document was left out: extracted text is capped at {max_chars} characters.]")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,9 +147,4 @@ mod tests {
         std::thread::sleep(Duration::from_millis(2));
         assert_eq!(budget.check_time(), Err(Stop::Time));
     }
-}
-
-/// The line that ends a text the budget cut.
-pub fn left_out_marker(max_chars: usize) -> String {
-    format!("\n\n[The rest of this document was left out: extracted text is capped at {max_chars} characters.]")
 }

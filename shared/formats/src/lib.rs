@@ -10,8 +10,6 @@ pub mod container;
 pub mod dates;
 pub mod doc;
 pub mod epub;
-#[cfg(feature = "fixtures")]
-pub mod fixtures;
 pub mod images;
 pub mod johab;
 pub mod kinds;

@@ -2,9 +2,9 @@
 //! benign archives described by their members, and a property over arbitrary members.
 
 use proptest::prelude::*;
+use sluice_fixtures::{RawZipEntry, hostile_archives, raw_zip, tar_gz};
 use sluice_formats::archive::{self, Listing};
 use sluice_formats::container::{ContainerError, ContainerLimits};
-use sluice_formats::fixtures::{RawZipEntry, hostile_archives, raw_zip, tar_gz};
 use sluice_formats::{ExtractOptions, RefusalCode, check_upload, extract};
 
 #[test]

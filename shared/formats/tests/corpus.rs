@@ -11,7 +11,7 @@
 //! `.tar.gz` it would be uploaded as; a `.bz2` bomb is checked as the file it is (refused by
 //! type) and, decompressed here, as the archive inside it.
 
-use sluice_formats::fixtures::corpus_dir;
+use sluice_fixtures::corpus_dir;
 use sluice_formats::{ExtractOptions, check_upload, extract};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -2,10 +2,8 @@
 //! files built in code with known dates, and real files from the public corpus (beside the
 //! checkout) whose metadata says when they were made.
 
+use sluice_fixtures::{corpus_file as corpus, docx, docx_created, jpeg_taken, odt_created, pdf, pdf_with_info};
 use sluice_formats::dates::DateSource;
-use sluice_formats::fixtures::{
-    corpus_file as corpus, docx, docx_created, jpeg_taken, odt_created, pdf, pdf_with_info,
-};
 use sluice_formats::{ExtractOptions, check_upload, extract};
 use time::Date;
 use time::macros::date;

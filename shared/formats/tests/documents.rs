@@ -1,7 +1,7 @@
 //! Office documents, spreadsheets and PDFs built in code (benign and hostile), through the
 //! same check and extraction the upload path runs.
 
-use sluice_formats::fixtures::{W, docx, pdf, xlsx, zip};
+use sluice_fixtures::{W, docx, pdf, xlsx, zip};
 use sluice_formats::{ExtractOptions, Extraction, Refusal, check_upload, extract};
 
 fn run(name: &str, bytes: &[u8]) -> Result<Extraction, Refusal> {
@@ -343,7 +343,7 @@ fn a_pdf_with_no_readable_page_is_unreadable_not_an_empty_document() {
 /// number on every page, a title, headings of two sizes and a bold one, a paragraph with a
 /// word hyphenated at a line's end, a bulleted and a numbered list, and a ruled table.
 fn typeset_report() -> Vec<u8> {
-    use sluice_formats::fixtures::Ink::{self, Rule, Text};
+    use sluice_fixtures::Ink::{self, Rule, Text};
     let text = |x: f32, y: f32, size: f32, bold: bool, text: &'static str| Text { x, y, size, bold, text };
     let margins = |n: usize| {
         vec![
@@ -393,7 +393,7 @@ fn typeset_report() -> Vec<u8> {
         text(72.0, 700.0, 10.0, true, "Costs"),
         body(684.0, "The council pays for the dredging from the harbour dues."),
     ]);
-    sluice_formats::fixtures::pdf_typeset(&[first, second, third])
+    sluice_fixtures::pdf_typeset(&[first, second, third])
 }
 
 #[test]
@@ -429,7 +429,7 @@ fn a_typeset_pdf_as_markdown_keeps_headings_lists_and_tables_without_its_running
 #[test]
 fn a_two_column_pdf_as_markdown_reads_the_left_column_before_the_right() {
     require_pdfium();
-    use sluice_formats::fixtures::{LEFT_COLUMN, RIGHT_COLUMN, pdf_two_columns};
+    use sluice_fixtures::{LEFT_COLUMN, RIGHT_COLUMN, pdf_two_columns};
     let bytes = pdf_two_columns(LEFT_COLUMN, RIGHT_COLUMN);
     let extraction = run_with("paper.pdf", &bytes, ExtractOptions::new(200_000).with_markdown(true)).expect("accepted");
     let text = extraction.text.expect("text");
@@ -441,7 +441,7 @@ fn a_two_column_pdf_as_markdown_reads_the_left_column_before_the_right() {
 
 #[test]
 fn a_word_97_doc_is_read_from_its_piece_table_as_text_and_as_markdown() {
-    use sluice_formats::fixtures::doc;
+    use sluice_fixtures::doc;
     // An 8-bit piece and a UTF-16 piece; a field whose code is hidden; a table of two rows
     // (cell marks, a row's end a second mark); a line break and a non-breaking hyphen.
     let bytes = doc(&[
@@ -461,7 +461,7 @@ fn a_word_97_doc_is_read_from_its_piece_table_as_text_and_as_markdown() {
 
 #[test]
 fn an_encrypted_or_pre_97_doc_is_unreadable_with_its_reason() {
-    use sluice_formats::fixtures::doc_with;
+    use sluice_fixtures::doc_with;
     for (bytes, reason) in [
         (doc_with(&[("secret\r", true)], 0x0100, 0x00C1), "encrypted"),
         (doc_with(&[("old\r", true)], 0, 0x0065), "Word 6 or 95"),
@@ -483,7 +483,7 @@ proptest::proptest! {
     /// panic, never past its time.
     #[test]
     fn a_damaged_doc_is_read_or_unreadable(changes in proptest::collection::vec((0usize..4096, proptest::num::u8::ANY), 1..24)) {
-        let mut bytes = sluice_formats::fixtures::doc(&[("Pump manual\rPart\u{7}Code\u{7}\u{7}", true), ("Seal\r", false)]);
+        let mut bytes = sluice_fixtures::doc(&[("Pump manual\rPart\u{7}Code\u{7}\u{7}", true), ("Seal\r", false)]);
         for (at, value) in changes {
             let at = at % bytes.len();
             bytes[at] = value;
@@ -548,7 +548,7 @@ fn an_epub_is_read_chapter_by_chapter_in_spine_order() {
 #[test]
 fn a_hostile_epub_is_refused_as_an_archive_would_be() {
     let mut refused = Vec::new();
-    for (name, bytes, code) in sluice_formats::fixtures::hostile_archives() {
+    for (name, bytes, code) in sluice_fixtures::hostile_archives() {
         if !name.ends_with(".zip") {
             continue;
         }
@@ -730,7 +730,7 @@ fn an_odt_footnote_closes_its_section_as_markdown() {
 
 #[test]
 fn a_doc_as_markdown_has_the_headings_its_styles_mark() {
-    let bytes = sluice_formats::fixtures::doc_outlined(&[
+    let bytes = sluice_fixtures::doc_outlined(&[
         (Some(1), "Pump manual"),
         (None, "Read this first."),
         (Some(2), "Installing"),

@@ -1,7 +1,7 @@
 //! The images a collection describes: found in PDF, DOCX, PPTX, ODT and image files,
 //! placed in the text where they sit, icons and repeats left out.
 
-use sluice_formats::fixtures::{Ink, docx_picture, docx_with_media, pdf_typeset, png, zip_bytes};
+use sluice_fixtures::{Ink, docx_picture, docx_with_media, pdf_typeset, png, zip_bytes};
 use sluice_formats::images::{FoundImage, ImageOptions, SkipReason};
 use sluice_formats::{ExtractOptions, Extraction, check_upload, extract};
 

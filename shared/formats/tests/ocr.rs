@@ -2,7 +2,7 @@
 //! provisioning): scanned PDF pages, TIFF pages and images become text, a text layer is
 //! never OCRed, and the page caps name what they left out.
 
-use sluice_formats::fixtures::{
+use sluice_fixtures::{
     LEFT_COLUMN as LEFT, RIGHT_COLUMN as RIGHT, image_pdf, pdf, pdf_two_columns, png_of, scanned, scanned_page, tiff_of,
 };
 use sluice_formats::{ExtractOptions, OcrOptions, extract, kind_for_filename};
@@ -139,7 +139,7 @@ fn pages_the_time_limit_cannot_hold_are_named_and_the_rest_kept() {
 
 #[test]
 fn a_table_and_a_figure_are_read_in_place_between_the_paragraphs_around_them() {
-    use sluice_formats::fixtures::Ink::{Figure, Rule, Text};
+    use sluice_fixtures::Ink::{Figure, Rule, Text};
     let line = |y: f32, text: &'static str| Text { x: 72.0, y, size: 12.0, bold: false, text };
     let mut inks = vec![
         line(720.0, "The store keeps spare parts for every pump."),
@@ -166,7 +166,7 @@ fn a_table_and_a_figure_are_read_in_place_between_the_paragraphs_around_them() {
     inks.push(Figure { x: 72.0, y: 470.0, width: 300.0, height: 140.0 });
     inks.push(line(450.0, "Figure 1: the store room seen from the door."));
     inks.push(line(420.0, "Orders for new parts go to the harbour office."));
-    let page = sluice_formats::pdf::render_pages(&sluice_formats::fixtures::pdf_typeset(&[inks]), 150).expect("render");
+    let page = sluice_formats::pdf::render_pages(&sluice_fixtures::pdf_typeset(&[inks]), 150).expect("render");
     let file = image_pdf(&[scanned(&page[0].0, 150, 0.8, 21)], 150);
     let extraction = extract(kind_for_filename("store.pdf").expect("pdf"), &file, &ocr(10)).expect("read");
     let text = extraction.text.expect("text");
@@ -182,7 +182,7 @@ fn a_table_and_a_figure_are_read_in_place_between_the_paragraphs_around_them() {
 
 #[test]
 fn straight_and_curly_quotes_are_read_as_printed() {
-    use sluice_formats::fixtures::Ink::Text;
+    use sluice_fixtures::Ink::Text;
     let line = |y: f32, text: &'static str| Text { x: 72.0, y, size: 11.0, bold: false, text };
     let inks = vec![
         line(720.0, "The clerk wrote \"closed\" on the gate of the quay."),
@@ -190,7 +190,7 @@ fn straight_and_curly_quotes_are_read_as_printed() {
         line(680.0, "Set the flag to \"on\" and the lamp to \"slow\" at dusk."),
         line(660.0, "Her note said \u{201c}no berth\u{201d} and \u{201c}no tug\u{201d} twice."),
     ];
-    let pdf = sluice_formats::fixtures::pdf_typeset(&[inks]);
+    let pdf = sluice_fixtures::pdf_typeset(&[inks]);
     for dpi in [150, 300] {
         let page = sluice_formats::pdf::render_pages(&pdf, dpi).expect("render");
         let file = image_pdf(&[scanned(&page[0].0, dpi, 0.6, 41)], dpi);

@@ -1,7 +1,7 @@
 //! A document's title as its own metadata gives it, through the same check and extraction
 //! the upload path runs: files built in code, and real files from the public corpus.
 
-use sluice_formats::fixtures::{W, corpus_file as corpus, pdf, pdf_with_info, zip};
+use sluice_fixtures::{W, corpus_file as corpus, pdf, pdf_with_info, zip};
 use sluice_formats::{ExtractOptions, check_upload, extract};
 
 fn metadata_title(name: &str, bytes: &[u8]) -> Option<String> {

@@ -1,7 +1,7 @@
 //! Real workers: the `sluice-extract-worker` binary started per file, killed at its
 //! deadline, starved of memory, and the parent still serving afterwards.
 
-use sluice_formats::fixtures;
+use sluice_fixtures as fixtures;
 use sluice_formats::{ExtractOptions, FileKind, RefusalCode, kind_for_filename};
 use sluice_isolate::Extractor;
 use std::time::{Duration, Instant};

@@ -10,6 +10,7 @@ mod keyword_feedback;
 mod knowledge;
 mod migrate;
 mod names;
+mod reach;
 mod reindex;
 mod removals;
 mod search;

@@ -228,7 +228,7 @@ async fn pdf_end_to_end(db: &Db, client: &tokio_postgres::Client) {
         })
         .collect();
     let page_refs: Vec<&str> = pages.iter().map(String::as_str).collect();
-    let pdf = sluice_formats::fixtures::pdf(&page_refs);
+    let pdf = sluice_fixtures::pdf(&page_refs);
     let kind = sluice_formats::kind_for_filename("report.pdf").expect("pdf");
 
     let started = Instant::now();

@@ -186,7 +186,7 @@ fn speed(dir: &Path, collection: &Path, precision: Precision, threads: usize) ->
     times.sort_by(f64::total_cmp);
     row.push(format!("{:.2}", times[times.len() / 2]));
     // A warm cache: the search function's own cache, holding this query.
-    let cache = sluice_knowledge::query_cache::QueryCache::new(1024);
+    let cache = sluice_search::query_cache::QueryCache::new(1024);
     let key = (uuid::Uuid::nil(), "model://all-minilm-l6-v2".to_owned(), QUERY.to_owned());
     let (vectors, _) = embedder.embed(&query)?;
     cache.put(key.clone(), vectors[0].clone());

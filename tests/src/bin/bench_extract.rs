@@ -96,8 +96,7 @@ async fn main() {
     let args = Args::parse();
     let stack = sluice_e2e::Stack::from_env().await;
     let config = stack.config().await;
-    let one_page =
-        Bytes::from(sluice_formats::fixtures::pdf(&["Minutes of the harbour board: the budget was approved."]));
+    let one_page = Bytes::from(sluice_fixtures::pdf(&["Minutes of the harbour board: the budget was approved."]));
     if let Some(runs) = args.chat_uploads {
         let times = chat_uploads(&stack, &one_page, runs).await;
         let p50 = percentile(&times, 0.5);

@@ -15,7 +15,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use sluice_e2e::{Stack, User, file_form};
-use sluice_formats::fixtures::{image_pdf, pdf, scanned_page};
+use sluice_fixtures::{image_pdf, pdf, scanned_page};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

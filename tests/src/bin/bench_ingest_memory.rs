@@ -73,8 +73,7 @@ async fn main() {
     let mut stack = Stack::from_env().await;
     let config = stack.config().await;
     let vector_db = stack.store(8).await;
-    stack.api =
-        stack.door(stack.app_store(8).await, sluice_knowledge::State::new(config.clone(), vector_db, &sdk)).await;
+    stack.api = stack.door(stack.app_store(8).await, sluice_search::State::new(config.clone(), vector_db, &sdk)).await;
     let blob = sluice_blob::Blob::new(s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
     let extractor = sluice_isolate::Extractor::new(&args.worker, config.parse_max_memory_bytes);
     let parse = sluice_parse::State::new(

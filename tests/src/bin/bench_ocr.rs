@@ -13,7 +13,7 @@
 //!                            for the real pages also word recall and precision (order-free)
 //!                            per document and resolution
 
-use sluice_formats::fixtures::{image_pdf, png_of, scanned_page, tiff_of};
+use sluice_fixtures::{image_pdf, png_of, scanned_page, tiff_of};
 use sluice_formats::{ExtractOptions, OcrOptions, extract, kind_for_filename};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -148,7 +148,7 @@ fn generate_real(dir: &Path, corpus: &Path) {
             let pages = sluice_formats::pdf::render_pages(&bytes, dpi).expect("render");
             for (n, (page, text)) in pages.iter().enumerate() {
                 let seed = u64::from(dpi) * 1000 + n as u64;
-                let scan = sluice_formats::fixtures::scanned(page, dpi, 1.2, seed);
+                let scan = sluice_fixtures::scanned(page, dpi, 1.2, seed);
                 let path = dir.join(format!("real-{stem}-{dpi}-{n}"));
                 std::fs::write(path.with_extension("png"), png_of(&scan)).expect("png");
                 // PDFium marks a word hyphenated at a line's end with U+0002; the page shows "-".
@@ -244,7 +244,7 @@ fn read(dir: &Path) {
 fn text_layer_cost() {
     let texts: Vec<String> = (0..200).map(|n| page_text(9000 + n)).collect();
     let pages: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let file = sluice_formats::fixtures::pdf(&pages);
+    let file = sluice_fixtures::pdf(&pages);
     let kind = kind_for_filename("typed.pdf").expect("pdf");
     let time = |options: &ExtractOptions| {
         let mut best = f64::MAX;

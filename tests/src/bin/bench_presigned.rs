@@ -11,7 +11,7 @@
 use clap::Parser;
 use serde_json::json;
 use sluice_e2e::{Stack, User};
-use sluice_formats::fixtures::{RawZipEntry, docx, pdf, raw_zip, xlsx};
+use sluice_fixtures::{RawZipEntry, docx, pdf, raw_zip, xlsx};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Parser)]

@@ -165,8 +165,7 @@ async fn measure(db: &Db, client: &mut tokio_postgres::Client, rows: usize, quer
                         db.search_chunks(&name, &scope, filters, probe, settings.vector_depth),
                         db.search_keyword(&name, &scope, filters, text, settings.keyword_depth, settings.keyword)
                     );
-                    let fused =
-                        sluice_knowledge::fusion::fuse(vector.expect("v"), keyword.expect("k"), settings.fusion);
+                    let fused = sluice_search::fusion::fuse(vector.expect("v"), keyword.expect("k"), settings.fusion);
                     fused.into_iter().take(10).map(|f| f.hit).collect()
                 }
             };

@@ -154,7 +154,7 @@ async fn main() {
                         db.search_chunks(&name, &scope, filters, probe, settings.vector_depth),
                         db.search_keyword(&name, &scope, filters, text, settings.keyword_depth, settings.keyword)
                     );
-                    let fused = sluice_knowledge::fusion::fuse(
+                    let fused = sluice_search::fusion::fuse(
                         vector.expect("vector"),
                         keyword.expect("keyword"),
                         settings.fusion,

@@ -426,7 +426,7 @@ async fn smoke(args: &Args) -> Result<Vec<(Line, String)>, String> {
     let user = User::with(Some(Uuid::new_v4()), &["collections:edit"], false);
 
     // A PDF read by PDFium, kept under the deployment's key.
-    let pdf = sluice_formats::fixtures::pdf(&["The smoke test page names the heron survey."]);
+    let pdf = sluice_fixtures::pdf(&["The smoke test page names the heron survey."]);
     let (status, file) = upload
         .request(&user, "POST", "/api/v1/files/upload", Body::File("survey.pdf".into(), "application/pdf".into(), pdf))
         .await?;
@@ -494,7 +494,7 @@ async fn smoke(args: &Args) -> Result<Vec<(Line, String)>, String> {
         "in the harbour during the last winter,",
         "the pilots' station reported on Monday.",
     ])?;
-    let png = sluice_formats::fixtures::png_of(&scan);
+    let png = sluice_fixtures::png_of(&scan);
     let documents = [
         ("herons.txt", "text/plain", b"Herons nest in the reed beds of the northern marsh every spring.".to_vec()),
         ("harbour.png", "image/png", png.clone()),
@@ -605,8 +605,8 @@ async fn smoke(args: &Args) -> Result<Vec<(Line, String)>, String> {
 /// margin: the few lines emulated OCR reads within the document budget.
 fn scanned_lines(lines: &[&str]) -> Result<image::GrayImage, String> {
     const DPI: u32 = 150;
-    let page = sluice_formats::pdf::render_first_page(&sluice_formats::fixtures::pdf(&[&lines.join("\n")]), DPI)?;
-    let scan = sluice_formats::fixtures::scanned(&page, DPI, 0.0, 31);
+    let page = sluice_formats::pdf::render_first_page(&sluice_fixtures::pdf(&[&lines.join("\n")]), DPI)?;
+    let scan = sluice_fixtures::scanned(&page, DPI, 0.0, 31);
     let inked = |x: u32, y: u32| page.get_pixel(x, y).0[0] < 128;
     let rows: Vec<u32> = (0..page.height()).filter(|&y| (0..page.width()).any(|x| inked(x, y))).collect();
     let columns: Vec<u32> = (0..page.width()).filter(|&x| (0..page.height()).any(|y| inked(x, y))).collect();
