@@ -6,7 +6,7 @@ use crate::State;
 use crate::error::{KnowledgeError, invalid};
 use crate::fields;
 use lambda_http::{Body, Request, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sluice_domain::{Caller, catalog};
 use sluice_store::EmbeddingEndpoint;
 use sluice_web::json_response;
@@ -41,17 +41,26 @@ fn view(endpoint: EmbeddingEndpoint, caller: &Caller) -> EndpointView {
     }
 }
 
+/// `POST /embedding-endpoints`'s body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewEndpoint {
+    name: Option<String>,
+    provider: Option<String>,
+    base_url: Option<String>,
+    scope: Option<String>,
+}
+
 pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result<Response<Body>, KnowledgeError> {
-    let body = fields::object(request)?;
-    fields::only(&body, &["name", "provider", "base_url", "scope"])?;
-    let name = fields::required_text(&body, "name")?;
-    let provider = fields::required_text(&body, "provider")?;
+    let body: NewEndpoint = fields::typed(request, fields::not_text, &["name", "provider", "base_url", "scope"])?;
+    let name = fields::required(body.name, "name")?;
+    let provider = fields::required(body.provider, "provider")?;
     match catalog::provider(&provider) {
         Some(p) if p.keyless => {}
         Some(_) => return Err(invalid("provider", format!("{provider} is keyed: it is reached at its own address"))),
         None => return Err(invalid("provider", format!("{provider:?} is not in the embedding catalog"))),
     }
-    let base_url = fields::required_text(&body, "base_url")?;
+    let base_url = fields::required(body.base_url, "base_url")?;
     // Resolved now, and again at every connection: a name that leads inward is refused.
     state
         .endpoint_policy
@@ -59,7 +68,7 @@ pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result
         .check_resolved(&base_url)
         .await
         .map_err(|why| invalid("base_url", format!("base_url must be a reachable http(s) address: {why}")))?;
-    let org_id = match fields::required_text(&body, "scope")?.as_str() {
+    let org_id = match fields::required(body.scope, "scope")?.as_str() {
         "app" if caller.app_admin => None,
         "app" => return Err(invalid("scope", "only the app admin registers deployment-wide services")),
         "org" => match caller.org_id {

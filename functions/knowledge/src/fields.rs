@@ -14,6 +14,42 @@ pub fn object(request: &Request) -> Result<Map<String, Value>, KnowledgeError> {
     }
 }
 
+/// The request's body read into `T` (whose derive denies unknown fields): a field it does not
+/// have is refused as `only` refuses it, a value of the wrong type as `wrong_type` words it for
+/// that field, anything else as a body that is not a JSON object.
+pub fn typed<T: serde::de::DeserializeOwned>(
+    request: &Request,
+    wrong_type: fn(&'static str) -> String,
+    names: &[&'static str],
+) -> Result<T, KnowledgeError> {
+    sluice_web::typed_body(sluice_web::body_bytes(request)).map_err(|refused| {
+        if let Some(unknown) = refused.unknown {
+            return KnowledgeError::InvalidFields {
+                message: format!("{unknown} is not a field of this request"),
+                fields: vec![(unknown, "not a field of this request".to_owned())],
+            };
+        }
+        match refused.field().and_then(|field| names.iter().find(|name| **name == field)) {
+            Some(field) => invalid(field, wrong_type(field)),
+            None => invalid("body", "the body must be a JSON object"),
+        }
+    })
+}
+
+/// A required text field as `required_text` reads it: present, a string, not blank.
+pub fn required(value: Option<String>, field: &'static str) -> Result<String, KnowledgeError> {
+    match value {
+        None => Err(invalid(field, format!("{field} is required"))),
+        Some(text) if text.trim().is_empty() => Err(invalid(field, format!("{field} must be a non-empty string"))),
+        Some(text) => Ok(text),
+    }
+}
+
+/// How a text field of the wrong type is refused.
+pub fn not_text(field: &'static str) -> String {
+    format!("{field} must be a non-empty string")
+}
+
 /// A field the caller may leave out, set, or set to `null`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Field<T> {

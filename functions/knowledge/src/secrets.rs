@@ -7,7 +7,7 @@ use crate::State;
 use crate::error::{KnowledgeError, invalid};
 use crate::fields;
 use lambda_http::{Body, Request, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sluice_domain::access::{self, SecretOwnership};
 use sluice_domain::{Caller, catalog};
 use sluice_store::{SealedValue, SecretMeta};
@@ -45,16 +45,24 @@ fn view(meta: SecretMeta) -> SecretView {
     }
 }
 
+/// `POST /secrets`'s body: `value` is a string for an API key and an object for an access
+/// key pair.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewSecret {
+    name: Option<String>,
+    kind: Option<String>,
+    provider: Option<String>,
+    value: Option<serde_json::Value>,
+    visibility: Option<String>,
+}
+
 /// An API key: for an embedding provider of the catalog, for LlamaParse (a collection's
 /// cloud parser), or for one registered endpoint (`endpoint:<id>`: one the caller's
 /// organization may name, at an `https` address, since a key never travels in the clear);
 /// and the key.
-async fn api_key(
-    state: &State,
-    caller: &Caller,
-    body: &serde_json::Map<String, serde_json::Value>,
-) -> Result<(String, String), KnowledgeError> {
-    let provider = fields::required_text(body, "provider")?;
+async fn api_key(state: &State, caller: &Caller, body: NewSecret) -> Result<(String, String), KnowledgeError> {
+    let provider = fields::required(body.provider, "provider")?;
     match catalog::provider(&provider) {
         // A cloud parser's and a reranker's keys, beside the embedding catalog's.
         None if provider == "llamaparse" || provider == "cohere" => {}
@@ -83,7 +91,11 @@ async fn api_key(
         Some(p) if p.keyless => return Err(invalid("provider", format!("{provider} is keyless and takes no key"))),
         Some(_) => {}
     }
-    let value = fields::required_text(body, "value")?;
+    let value = match body.value {
+        None | Some(serde_json::Value::Null) => return Err(invalid("value", "value is required")),
+        Some(serde_json::Value::String(value)) if !value.trim().is_empty() => value,
+        Some(_) => return Err(invalid("value", fields::not_text("value"))),
+    };
     if value.chars().count() > MAX_SECRET_CHARS || value.chars().any(char::is_control) {
         return Err(invalid("value", "an API key is one line of printable characters, at most 4096"));
     }
@@ -92,14 +104,15 @@ async fn api_key(
 
 /// An S3 sync source's access key pair (`provider` `aws`, the default): `value` is
 /// `{access_key_id, secret_access_key}`, sealed as that JSON.
-fn access_keys(body: &serde_json::Map<String, serde_json::Value>) -> Result<(String, String), KnowledgeError> {
-    match fields::text(body, "provider")? {
-        fields::Field::Set(p) if p != "aws" => {
+fn access_keys(body: NewSecret) -> Result<(String, String), KnowledgeError> {
+    match body.provider {
+        Some(p) if p.trim().is_empty() => return Err(invalid("provider", fields::not_text("provider"))),
+        Some(p) if p != "aws" => {
             return Err(invalid("provider", "an aws_credentials secret's provider is aws"));
         }
         _ => {}
     }
-    let keys = body.get("value").and_then(sluice_sources::AccessKeys::from_json).ok_or_else(|| {
+    let keys = body.value.as_ref().and_then(sluice_sources::AccessKeys::from_json).ok_or_else(|| {
         invalid("value", "an aws_credentials value is {\"access_key_id\": …, \"secret_access_key\": …}")
     })?;
     let sealed = serde_json::json!({"access_key_id": keys.access_key_id, "secret_access_key": keys.secret_access_key});
@@ -111,16 +124,17 @@ pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result
     if !caller.has_permission("secrets:edit") {
         return Err(KnowledgeError::Forbidden("storing a credential needs secrets:edit".to_owned()));
     }
-    let body = fields::object(request)?;
-    fields::only(&body, &["name", "kind", "provider", "value", "visibility"])?;
-    let name = fields::required_text(&body, "name")?;
-    let kind = fields::required_text(&body, "kind")?;
+    let mut body: NewSecret =
+        fields::typed(request, fields::not_text, &["name", "kind", "provider", "value", "visibility"])?;
+    let name = fields::required(body.name.take(), "name")?;
+    let kind = fields::required(body.kind.take(), "kind")?;
+    let visibility = body.visibility.take();
     let (provider, value) = match kind.as_str() {
-        "api_key" => api_key(state, caller, &body).await?,
-        "aws_credentials" => access_keys(&body)?,
+        "api_key" => api_key(state, caller, body).await?,
+        "aws_credentials" => access_keys(body)?,
         _ => return Err(invalid("kind", "kind must be api_key or aws_credentials")),
     };
-    let visibility = fields::required_text(&body, "visibility")?;
+    let visibility = fields::required(visibility, "visibility")?;
     match visibility.as_str() {
         "private" => {}
         "org" if caller.org_id.is_some() => {}

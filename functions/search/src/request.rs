@@ -102,9 +102,7 @@ pub struct SearchRequest {
 
 /// Reads a search body, refusing it naming the field at fault.
 pub fn parse(bytes: &[u8]) -> Result<SearchRequest, SearchError> {
-    let mut reader = serde_json::Deserializer::from_slice(bytes);
-    let body: Body = serde_path_to_error::deserialize(&mut reader).map_err(refusal)?;
-    reader.end().map_err(|_| invalid("body", "the body must be a JSON object"))?;
+    let body: Body = sluice_web::typed_body(bytes).map_err(refusal)?;
     let text = match body.query {
         None => return Err(invalid("query", "query is required")),
         Some(text) if text.trim().is_empty() => return Err(invalid("query", "query must be a non-empty string")),
@@ -144,27 +142,16 @@ pub fn parse(bytes: &[u8]) -> Result<SearchRequest, SearchError> {
 
 /// The refusal for a body serde could not read: the field its path starts at, worded as
 /// that field's rule.
-fn refusal(error: serde_path_to_error::Error<serde_json::Error>) -> SearchError {
-    use serde_path_to_error::Segment;
-    let keys: Vec<String> = error
-        .path()
-        .iter()
-        .filter_map(|segment| match segment {
-            Segment::Map { key } => Some(key.clone()),
-            _ => None,
-        })
-        .collect();
-    let in_list = error.path().iter().any(|segment| matches!(segment, Segment::Seq { .. }));
-    let (first, second) = (keys.first().map(String::as_str), keys.get(1).map(String::as_str));
-    let inner = error.into_inner();
-    let unknown =
-        inner.to_string().strip_prefix("unknown field `").and_then(|rest| rest.split('`').next().map(str::to_owned));
-    match (first, second, unknown) {
+fn refusal(refused: sluice_web::BodyRefusal) -> SearchError {
+    let second = refused.path.get(1).map(String::as_str);
+    match (refused.field(), second, refused.unknown.clone()) {
         (Some("filters"), _, Some(name)) => {
             invalid("filters", format!("{name} is not a filter; filters are {}", FILTER_NAMES.join(", ")))
         }
         (_, _, Some(name)) => SearchError::UnknownField { field: name },
-        (Some("filters"), Some(name @ ("source" | "document_type" | "organizational_unit")), None) if in_list => {
+        (Some("filters"), Some(name @ ("source" | "document_type" | "organizational_unit")), None)
+            if refused.in_list =>
+        {
             invalid(name, format!("filters.{name} must be a list of non-empty strings"))
         }
         (Some("filters"), Some(name @ ("source" | "document_type" | "organizational_unit")), None) => {

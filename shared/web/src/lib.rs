@@ -1,6 +1,9 @@
 //! What the HTTP functions share: the caller from the JWT authorizer's claims, the one
 //! error shape of docs/openapi.yaml, JSON responses and the JSON log format.
 
+mod body;
+pub use body::{BodyRefusal, typed_body};
+
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::Serialize;
