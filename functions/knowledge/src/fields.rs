@@ -24,16 +24,37 @@ pub fn typed<T: serde::de::DeserializeOwned>(
 ) -> Result<T, KnowledgeError> {
     sluice_web::typed_body(sluice_web::body_bytes(request)).map_err(|refused| {
         if let Some(unknown) = refused.unknown {
-            return KnowledgeError::InvalidFields {
-                message: format!("{unknown} is not a field of this request"),
-                fields: vec![(unknown, "not a field of this request".to_owned())],
-            };
+            return not_a_field(&unknown);
         }
         match refused.field().and_then(|field| names.iter().find(|name| **name == field)) {
             Some(field) => invalid(field, wrong_type(field)),
             None => invalid("body", "the body must be a JSON object"),
         }
     })
+}
+
+/// For `#[serde(default, deserialize_with = "fields::present")]`: a field that counts as
+/// given even as `null` (absent is `None`, anything given `Some`, `null` included).
+pub fn present<'de, D: serde::Deserializer<'de>>(given: D) -> Result<Option<Value>, D::Error> {
+    <Value as serde::Deserialize>::deserialize(given).map(Some)
+}
+
+/// For `#[serde(default, deserialize_with = "fields::nullable")]`: a field where `null`
+/// differs from absent (absent `None`, `null` `Some(None)`).
+pub fn nullable<'de, D, T>(given: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    <Option<T> as serde::Deserialize>::deserialize(given).map(Some)
+}
+
+/// The refusal of a field this request does not have, as `only` words it.
+pub fn not_a_field(name: &str) -> KnowledgeError {
+    KnowledgeError::InvalidFields {
+        message: format!("{name} is not a field of this request"),
+        fields: vec![(name.to_owned(), "not a field of this request".to_owned())],
+    }
 }
 
 /// A required text field as `required_text` reads it: present, a string, not blank.

@@ -6,10 +6,10 @@
 
 use crate::State;
 use crate::error::{KnowledgeError, invalid};
-use crate::fields::{self, Field};
+use crate::fields;
 use lambda_http::{Body, Request, RequestExt, Response};
-use serde::Serialize;
-use serde_json::{Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use sluice_domain::Caller;
 use sluice_domain::access::{self, Access, SecretOwnership};
 use sluice_domain::sync::{S3Location, Schedule, SyncMode, check_role_account, check_role_arn, new_external_id};
@@ -214,6 +214,33 @@ fn source_refusal(error: sluice_sources::SourceError) -> KnowledgeError {
     refused(field, format!("an event-driven source must read its bucket first: {error}"))
 }
 
+/// A source's body, as `POST` and `PATCH` send it; every field optional here (create
+/// requires its own). `type`, `config` and `credential` count as given even as `null` (and
+/// are judged); `schedule` and `organizational_unit` are cleared by `null`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceBody {
+    #[serde(rename = "type", default, deserialize_with = "fields::present")]
+    kind: Option<Value>,
+    name: Option<String>,
+    #[serde(default, deserialize_with = "fields::present")]
+    config: Option<Value>,
+    #[serde(default, deserialize_with = "fields::present")]
+    credential: Option<Value>,
+    sync_mode: Option<String>,
+    #[serde(default, deserialize_with = "fields::nullable")]
+    schedule: Option<Option<String>>,
+    #[serde(default, deserialize_with = "fields::nullable")]
+    organizational_unit: Option<Option<String>>,
+    #[serde(default, deserialize_with = "fields::nullable")]
+    event_driven: Option<Option<bool>>,
+    #[serde(default, deserialize_with = "fields::nullable")]
+    max_removal_percent: Option<Option<u64>>,
+    /// Only a patch names it, and only as its base's own collection.
+    #[serde(default, deserialize_with = "fields::present")]
+    collection_name: Option<Value>,
+}
+
 const SOURCE_FIELDS: &[&str] = &[
     "type",
     "name",
@@ -224,7 +251,32 @@ const SOURCE_FIELDS: &[&str] = &[
     "organizational_unit",
     "event_driven",
     "max_removal_percent",
+    "collection_name",
 ];
+
+const SCHEDULE_RULE: &str = "a schedule is rate(<n> <unit>) or cron(<six fields>)";
+const UNIT_RULE: &str = "an organizational unit is text of at most 200 characters";
+const EVENT_DRIVEN_RULE: &str = "event_driven must be true or false";
+const REMOVAL_RULE: &str = "max_removal_percent is a whole number from 0 to 100";
+
+/// How a source field of the wrong type is refused.
+fn wrong_type(field: &'static str) -> String {
+    match field {
+        "schedule" => SCHEDULE_RULE.to_owned(),
+        "organizational_unit" => UNIT_RULE.to_owned(),
+        "event_driven" => EVENT_DRIVEN_RULE.to_owned(),
+        "max_removal_percent" => REMOVAL_RULE.to_owned(),
+        other => fields::not_text(other),
+    }
+}
+
+/// A text field that, given, must not be blank.
+fn given_text<'a>(value: &'a Option<String>, field: &'static str) -> Result<Option<&'a String>, KnowledgeError> {
+    match value {
+        Some(text) if text.trim().is_empty() => Err(invalid(field, fields::not_text(field))),
+        other => Ok(other.as_ref()),
+    }
+}
 
 /// The credential `source` names, as a request would name it (to be judged again).
 fn existing_credential(source: &SyncSource) -> Option<Value> {
@@ -240,28 +292,28 @@ async fn apply_fields(
     state: &State,
     caller: &Caller,
     base: &KnowledgeBase,
-    body: &Map<String, Value>,
+    body: &SourceBody,
     source: &mut SyncSource,
 ) -> Result<(), KnowledgeError> {
-    match body.get("type") {
+    match &body.kind {
         None => {}
         Some(Value::String(t)) if t == "s3" => {}
         Some(_) => return Err(invalid("type", "type must be s3, the one connector of this deployment")),
     }
-    if let Field::Set(name) = fields::text(body, "name")? {
+    if let Some(name) = given_text(&body.name, "name")? {
         if name.chars().count() > 200 {
             return Err(invalid("name", "a name is at most 200 characters"));
         }
-        source.name = name;
+        source.name = name.clone();
     }
     let previous_location = source.location.clone();
-    if let Some(config) = body.get("config") {
+    if let Some(config) = &body.config {
         source.location = S3Location::from_config(config).map_err(|r| refused(r.field, r.message))?;
     }
     // A source moved to another bucket, prefix or region is a credential change: what its
     // credential was lent to read is not what it reads now.
     let moved = source.location != previous_location;
-    let named = match body.get("credential") {
+    let named = match &body.credential {
         Some(value) => Some(value.clone()),
         None if moved => existing_credential(source),
         None => None,
@@ -279,38 +331,36 @@ async fn apply_fields(
             None => None,
         };
     }
-    if let Field::Set(mode) = fields::text(body, "sync_mode")? {
+    if let Some(mode) = given_text(&body.sync_mode, "sync_mode")? {
         source.sync_mode =
-            SyncMode::parse(&mode).ok_or_else(|| invalid("sync_mode", "sync_mode is new_only, update_only or full"))?;
+            SyncMode::parse(mode).ok_or_else(|| invalid("sync_mode", "sync_mode is new_only, update_only or full"))?;
     }
-    match fields::text(body, "schedule") {
-        Ok(Field::Set(schedule)) => {
-            Schedule::parse(&schedule).map_err(|why| invalid("schedule", why))?;
-            source.schedule = Some(schedule);
+    match &body.schedule {
+        None => {}
+        Some(None) => source.schedule = None,
+        Some(Some(schedule)) if !schedule.trim().is_empty() => {
+            Schedule::parse(schedule).map_err(|why| invalid("schedule", why))?;
+            source.schedule = Some(schedule.clone());
         }
-        Ok(Field::Null) => source.schedule = None,
-        Ok(Field::Absent) => {}
-        Err(_) => return Err(invalid("schedule", "a schedule is rate(<n> <unit>) or cron(<six fields>)")),
+        Some(Some(_)) => return Err(invalid("schedule", SCHEDULE_RULE)),
     }
-    match fields::text(body, "organizational_unit") {
-        Ok(Field::Set(unit)) if unit.chars().count() <= 200 => {
+    match &body.organizational_unit {
+        None => {}
+        Some(None) => source.organizational_unit = None,
+        Some(Some(unit)) if !unit.trim().is_empty() && unit.chars().count() <= 200 => {
             source.organizational_unit = Some(unit.trim().to_owned())
         }
-        Ok(Field::Null) => source.organizational_unit = None,
-        Ok(Field::Absent) => {}
-        _ => return Err(invalid("organizational_unit", "an organizational unit is text of at most 200 characters")),
+        Some(Some(_)) => return Err(invalid("organizational_unit", UNIT_RULE)),
     }
-    match body.get("event_driven") {
+    match body.event_driven {
         None => {}
-        Some(Value::Bool(flag)) => source.event_driven = *flag,
-        Some(_) => return Err(invalid("event_driven", "event_driven must be true or false")),
+        Some(Some(flag)) => source.event_driven = flag,
+        Some(None) => return Err(invalid("event_driven", EVENT_DRIVEN_RULE)),
     }
-    match body.get("max_removal_percent") {
+    match body.max_removal_percent {
         None => {}
-        Some(Value::Number(n)) if n.as_u64().is_some_and(|p| p <= 100) => {
-            source.max_removal_percent = i32::try_from(n.as_u64().unwrap_or(50)).unwrap_or(50);
-        }
-        Some(_) => return Err(invalid("max_removal_percent", "max_removal_percent is a whole number from 0 to 100")),
+        Some(Some(percent)) if percent <= 100 => source.max_removal_percent = i32::try_from(percent).unwrap_or(50),
+        Some(_) => return Err(invalid("max_removal_percent", REMOVAL_RULE)),
     }
     Ok(())
 }
@@ -323,12 +373,18 @@ pub async fn create(
     request: &Request,
 ) -> Result<Response<Body>, KnowledgeError> {
     let base = base_for(state, caller, kb_id, Access::Edit).await?;
-    let body = fields::object(request)?;
-    fields::only(&body, SOURCE_FIELDS)?;
-    for required in ["type", "name", "config", "credential"] {
-        if !body.contains_key(required) {
-            return Err(refused(required, format!("{required} is required")));
-        }
+    let body: SourceBody = fields::typed(request, wrong_type, SOURCE_FIELDS)?;
+    if body.collection_name.is_some() {
+        return Err(fields::not_a_field("collection_name"));
+    }
+    let given = [
+        ("type", body.kind.is_some()),
+        ("name", body.name.is_some()),
+        ("config", body.config.is_some()),
+        ("credential", body.credential.is_some()),
+    ];
+    if let Some((required, _)) = given.iter().find(|(_, given)| !given) {
+        return Err(refused(*required, format!("{required} is required")));
     }
     let now = OffsetDateTime::now_utc();
     let mut source = SyncSource {
@@ -390,8 +446,8 @@ pub async fn patch(
 ) -> Result<Response<Body>, KnowledgeError> {
     let base = base_for(state, caller, kb_id, Access::Edit).await?;
     let mut source = source_of(state, &base, id).await?;
-    let mut body = fields::object(request)?;
-    if let Some(name) = body.remove("collection_name")
+    let body: SourceBody = fields::typed(request, wrong_type, SOURCE_FIELDS)?;
+    if let Some(name) = &body.collection_name
         && name.as_str() != Some(base.collection_name.as_str())
     {
         return Err(invalid(
@@ -399,7 +455,6 @@ pub async fn patch(
             "a source of this base feeds this base's collection; it cannot be repointed from here",
         ));
     }
-    fields::only(&body, SOURCE_FIELDS)?;
     let before = (source.event_driven, source.location.clone(), source.role_arn.clone(), source.secret_id);
     apply_fields(state, caller, &base, &body, &mut source).await?;
     within_caps(state, &base, &source, false).await?;
@@ -431,6 +486,14 @@ pub async fn delete(state: &State, caller: &Caller, kb_id: Uuid, id: Uuid) -> Re
     Ok(json_response(200, &serde_json::json!({ "deleted": true, "documents_removed": removed })))
 }
 
+/// `POST …/sync`'s body: `null` is refused, as a value that is not true or false.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunBody {
+    #[serde(default, deserialize_with = "fields::nullable")]
+    confirm_removals: Option<Option<bool>>,
+}
+
 /// `POST /kb/{kb_id}/sync-sources/{id}/sync` `{confirm_removals?}`: `202` with the run's
 /// id; the log row exists before the work. A run still going is not started twice (`409`).
 pub async fn sync(
@@ -445,12 +508,12 @@ pub async fn sync(
     let confirm = if sluice_web::body_bytes(request).is_empty() {
         false
     } else {
-        let body = fields::object(request)?;
-        fields::only(&body, &["confirm_removals"])?;
-        match body.get("confirm_removals") {
+        let body: RunBody =
+            fields::typed(request, |_| "confirm_removals must be true or false".to_owned(), &["confirm_removals"])?;
+        match body.confirm_removals {
             None => false,
-            Some(Value::Bool(flag)) => *flag,
-            Some(_) => return Err(invalid("confirm_removals", "confirm_removals must be true or false")),
+            Some(Some(flag)) => flag,
+            Some(None) => return Err(invalid("confirm_removals", "confirm_removals must be true or false")),
         }
     };
     match state.db.start_sync_run(source.id, "manual", confirm).await? {
@@ -515,4 +578,46 @@ pub async fn all_logs(state: &State, caller: &Caller, request: &Request) -> Resu
         .map(|held| held.base.id)
         .collect();
     logs_of(state, RunScope::Bases(&bases), request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(body: &str) -> Result<SourceBody, sluice_web::BodyRefusal> {
+        sluice_web::typed_body(body.as_bytes())
+    }
+
+    #[test]
+    fn a_source_body_tells_null_from_absent() {
+        let body = read(r#"{"schedule": null, "credential": null, "event_driven": null}"#).expect("read");
+        assert_eq!(body.schedule, Some(None), "null clears the schedule");
+        assert_eq!(body.organizational_unit, None, "absent keeps the unit");
+        assert_eq!(body.credential, Some(Value::Null), "a null credential is given, and judged");
+        assert_eq!(body.config, None);
+        assert_eq!(body.event_driven, Some(None), "a null flag is given, and refused");
+        let body = read(r#"{"type": "s3", "max_removal_percent": 20, "organizational_unit": "Ops"}"#).expect("read");
+        assert_eq!(body.kind, Some(Value::String("s3".to_owned())));
+        assert_eq!(
+            (body.max_removal_percent, body.organizational_unit),
+            (Some(Some(20)), Some(Some("Ops".to_owned())))
+        );
+    }
+
+    #[test]
+    fn a_source_field_of_the_wrong_type_is_refused_by_its_rule() {
+        for (body, field, rule) in [
+            (r#"{"max_removal_percent": 50.5}"#, "max_removal_percent", REMOVAL_RULE),
+            (r#"{"max_removal_percent": -1}"#, "max_removal_percent", REMOVAL_RULE),
+            (r#"{"schedule": 5}"#, "schedule", SCHEDULE_RULE),
+            (r#"{"organizational_unit": ["Ops"]}"#, "organizational_unit", UNIT_RULE),
+            (r#"{"event_driven": "yes"}"#, "event_driven", EVENT_DRIVEN_RULE),
+        ] {
+            let refused = read(body).expect_err(body);
+            assert_eq!(refused.field(), Some(field), "{body}");
+            assert_eq!(wrong_type(field), rule);
+        }
+        assert_eq!(wrong_type("name"), "name must be a non-empty string");
+        assert_eq!(read(r#"{"colour": 1}"#).expect_err("unknown").unknown.as_deref(), Some("colour"));
+    }
 }
