@@ -52,7 +52,7 @@ struct NewEndpoint {
 }
 
 pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result<Response<Body>, KnowledgeError> {
-    let body: NewEndpoint = fields::typed(request, fields::not_text, &["name", "provider", "base_url", "scope"])?;
+    let body: NewEndpoint = fields::typed(request, fields::not_text)?;
     let name = fields::required(body.name, "name")?;
     let provider = fields::required(body.provider, "provider")?;
     match catalog::provider(&provider) {

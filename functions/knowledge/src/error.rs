@@ -17,7 +17,7 @@ pub enum KnowledgeError {
     #[error("{0} not found")]
     Missing(&'static str),
     #[error("{field}: {message}")]
-    Invalid { field: &'static str, message: String },
+    Invalid { field: String, message: String },
     /// A refusal naming several fields (the ingestion configuration's pair rule).
     #[error("{message}")]
     InvalidFields { message: String, fields: Vec<(String, String)> },
@@ -50,38 +50,26 @@ impl KnowledgeError {
             Self::NoRoute => ApiError::new(404, "not_found", "no such route"),
             Self::NotFound => ApiError::not_found("Collection"),
             Self::Missing(what) => ApiError::not_found(what),
-            Self::Invalid { field, message } => {
-                ApiError::new(400, "invalid_request", message.clone()).field(field, message)
-            }
+            Self::Invalid { field, message } => ApiError::invalid_field(&field, message),
             Self::InvalidFields { message, fields } => fields
                 .into_iter()
                 .fold(ApiError::new(400, "invalid_request", message), |error, (field, why)| error.field(&field, why)),
             Self::Forbidden(message) => ApiError::new(403, "forbidden", message),
             Self::Conflict { field, message } => ApiError::new(409, "conflict", message.clone()).field(field, message),
-            Self::Unprocessable { field, message } => {
-                ApiError::new(422, "unprocessable", message.clone()).field(field, message)
-            }
+            Self::Unprocessable { field, message } => ApiError::unprocessable(field, message),
             Self::Unusable { field, message } => {
                 ApiError::new(409, "collection_unusable", message.clone()).field(field, message)
             }
             Self::ProviderBusy { message, retry_after_secs } => {
-                ApiError::new(503, "provider_unavailable", message.clone())
-                    .field("collections", message)
-                    .retry_after(retry_after_secs)
+                ApiError::provider_unavailable(message, retry_after_secs)
             }
-            Self::Store(error) => {
-                tracing::error!(error = %error, "database failure");
-                ApiError::unavailable()
-            }
-            Self::Vault(error) => {
-                tracing::error!(error = ?error, "key service failure");
-                ApiError::new(503, "unavailable", "the key service did not answer; retry shortly")
-            }
+            Self::Store(error) => ApiError::database_failure(&error),
+            Self::Vault(error) => ApiError::key_service_failure(&error),
         }
     }
 }
 
 /// A `400` naming `field`.
-pub fn invalid(field: &'static str, message: impl Into<String>) -> KnowledgeError {
-    KnowledgeError::Invalid { field, message: message.into() }
+pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> KnowledgeError {
+    KnowledgeError::Invalid { field: field.into(), message: message.into() }
 }

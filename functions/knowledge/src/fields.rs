@@ -19,14 +19,13 @@ pub fn object(request: &Request) -> Result<Map<String, Value>, KnowledgeError> {
 /// that field, anything else as a body that is not a JSON object.
 pub fn typed<T: serde::de::DeserializeOwned>(
     request: &Request,
-    wrong_type: fn(&'static str) -> String,
-    names: &[&'static str],
+    wrong_type: fn(&str) -> String,
 ) -> Result<T, KnowledgeError> {
     sluice_web::typed_body(sluice_web::body_bytes(request)).map_err(|refused| {
         if let Some(unknown) = refused.unknown {
             return not_a_field(&unknown);
         }
-        match refused.field().and_then(|field| names.iter().find(|name| **name == field)) {
+        match refused.field() {
             Some(field) => invalid(field, wrong_type(field)),
             None => invalid("body", "the body must be a JSON object"),
         }
@@ -61,13 +60,13 @@ pub fn not_a_field(name: &str) -> KnowledgeError {
 pub fn required(value: Option<String>, field: &'static str) -> Result<String, KnowledgeError> {
     match value {
         None => Err(invalid(field, format!("{field} is required"))),
-        Some(text) if text.trim().is_empty() => Err(invalid(field, format!("{field} must be a non-empty string"))),
+        Some(text) if text.trim().is_empty() => Err(invalid(field, not_text(field))),
         Some(text) => Ok(text),
     }
 }
 
 /// How a text field of the wrong type is refused.
-pub fn not_text(field: &'static str) -> String {
+pub fn not_text(field: &str) -> String {
     format!("{field} must be a non-empty string")
 }
 
@@ -99,15 +98,12 @@ pub fn text(body: &Map<String, Value>, field: &'static str) -> Result<Field<Stri
         None => Ok(Field::Absent),
         Some(Value::Null) => Ok(Field::Null),
         Some(Value::String(s)) if !s.trim().is_empty() => Ok(Field::Set(s.clone())),
-        Some(_) => Err(invalid(field, format!("{field} must be a non-empty string"))),
+        Some(_) => Err(invalid(field, not_text(field))),
     }
 }
 
 pub fn required_text(body: &Map<String, Value>, field: &'static str) -> Result<String, KnowledgeError> {
-    match text(body, field)? {
-        Field::Set(value) => Ok(value),
-        _ => Err(invalid(field, format!("{field} is required"))),
-    }
+    required(text(body, field)?.or_keep(None), field)
 }
 
 pub fn uuid(body: &Map<String, Value>, field: &'static str) -> Result<Field<Uuid>, KnowledgeError> {

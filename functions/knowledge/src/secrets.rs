@@ -124,8 +124,7 @@ pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result
     if !caller.has_permission("secrets:edit") {
         return Err(KnowledgeError::Forbidden("storing a credential needs secrets:edit".to_owned()));
     }
-    let mut body: NewSecret =
-        fields::typed(request, fields::not_text, &["name", "kind", "provider", "value", "visibility"])?;
+    let mut body: NewSecret = fields::typed(request, fields::not_text)?;
     let name = fields::required(body.name.take(), "name")?;
     let kind = fields::required(body.kind.take(), "kind")?;
     let visibility = body.visibility.take();

@@ -241,26 +241,13 @@ struct SourceBody {
     collection_name: Option<Value>,
 }
 
-const SOURCE_FIELDS: &[&str] = &[
-    "type",
-    "name",
-    "config",
-    "credential",
-    "sync_mode",
-    "schedule",
-    "organizational_unit",
-    "event_driven",
-    "max_removal_percent",
-    "collection_name",
-];
-
 const SCHEDULE_RULE: &str = "a schedule is rate(<n> <unit>) or cron(<six fields>)";
 const UNIT_RULE: &str = "an organizational unit is text of at most 200 characters";
 const EVENT_DRIVEN_RULE: &str = "event_driven must be true or false";
 const REMOVAL_RULE: &str = "max_removal_percent is a whole number from 0 to 100";
 
 /// How a source field of the wrong type is refused.
-fn wrong_type(field: &'static str) -> String {
+fn wrong_type(field: &str) -> String {
     match field {
         "schedule" => SCHEDULE_RULE.to_owned(),
         "organizational_unit" => UNIT_RULE.to_owned(),
@@ -373,7 +360,7 @@ pub async fn create(
     request: &Request,
 ) -> Result<Response<Body>, KnowledgeError> {
     let base = base_for(state, caller, kb_id, Access::Edit).await?;
-    let body: SourceBody = fields::typed(request, wrong_type, SOURCE_FIELDS)?;
+    let body: SourceBody = fields::typed(request, wrong_type)?;
     if body.collection_name.is_some() {
         return Err(fields::not_a_field("collection_name"));
     }
@@ -446,7 +433,7 @@ pub async fn patch(
 ) -> Result<Response<Body>, KnowledgeError> {
     let base = base_for(state, caller, kb_id, Access::Edit).await?;
     let mut source = source_of(state, &base, id).await?;
-    let body: SourceBody = fields::typed(request, wrong_type, SOURCE_FIELDS)?;
+    let body: SourceBody = fields::typed(request, wrong_type)?;
     if let Some(name) = &body.collection_name
         && name.as_str() != Some(base.collection_name.as_str())
     {
@@ -508,8 +495,7 @@ pub async fn sync(
     let confirm = if sluice_web::body_bytes(request).is_empty() {
         false
     } else {
-        let body: RunBody =
-            fields::typed(request, |_| "confirm_removals must be true or false".to_owned(), &["confirm_removals"])?;
+        let body: RunBody = fields::typed(request, |_| "confirm_removals must be true or false".to_owned())?;
         match body.confirm_removals {
             None => false,
             Some(Some(flag)) => flag,

@@ -41,32 +41,20 @@ impl SearchError {
             Self::Unauthorized => ApiError::unauthorized(),
             Self::NoRoute => ApiError::new(404, "not_found", "no such route"),
             Self::NotFound => ApiError::not_found("Collection"),
-            Self::Invalid { field, message } => {
-                ApiError::new(400, "invalid_request", message.clone()).field(&field, message)
-            }
+            Self::Invalid { field, message } => ApiError::invalid_field(&field, message),
             Self::UnknownField { field } => {
                 ApiError::new(400, "invalid_request", format!("{field} is not a field of this request"))
                     .field(&field, "not a field of this request")
             }
-            Self::Unprocessable { field, message } => {
-                ApiError::new(422, "unprocessable", message.clone()).field(field, message)
-            }
+            Self::Unprocessable { field, message } => ApiError::unprocessable(field, message),
             Self::Unusable { message } => {
                 ApiError::new(409, "collection_unusable", message.clone()).field("collections", message)
             }
             Self::ProviderBusy { message, retry_after_secs } => {
-                ApiError::new(503, "provider_unavailable", message.clone())
-                    .field("collections", message)
-                    .retry_after(retry_after_secs)
+                ApiError::provider_unavailable(message, retry_after_secs)
             }
-            Self::Store(error) => {
-                tracing::error!(error = %error, "database failure");
-                ApiError::unavailable()
-            }
-            Self::Vault(error) => {
-                tracing::error!(error = ?error, "key service failure");
-                ApiError::new(503, "unavailable", "the key service did not answer; retry shortly")
-            }
+            Self::Store(error) => ApiError::database_failure(&error),
+            Self::Vault(error) => ApiError::key_service_failure(&error),
         }
     }
 }

@@ -125,10 +125,7 @@ impl UploadError {
                     .field("file_ids", format!("cannot be attached: {}", ids.join(", ")))
                     .detail("file_ids", ids)
             }
-            Self::Store(error) => {
-                tracing::error!(error = %error, "database failure");
-                ApiError::unavailable()
-            }
+            Self::Store(error) => ApiError::database_failure(&error),
             Self::Blob(error) => {
                 tracing::error!(error = ?error, "object storage failure");
                 ApiError::unavailable()

@@ -64,6 +64,39 @@ impl ApiError {
         Self::new(503, "unavailable", "a storage service did not answer; retry shortly")
     }
 
+    /// A `400` naming the field at fault.
+    pub fn invalid_field(field: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self::new(400, "invalid_request", message.clone()).field(field, message)
+    }
+
+    /// A `422` naming the field: well formed, but not what the service can honour as asked.
+    pub fn unprocessable(field: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self::new(422, "unprocessable", message.clone()).field(field, message)
+    }
+
+    /// The `503` for a collection's provider that cannot answer now, after its own wait.
+    pub fn provider_unavailable(message: impl Into<String>, retry_after_secs: u64) -> Self {
+        let message = message.into();
+        Self::new(503, "provider_unavailable", message.clone())
+            .field("collections", message)
+            .retry_after(retry_after_secs)
+    }
+
+    /// The `503` for a database that did not answer: the failure logged in full, answered
+    /// without its text.
+    pub fn database_failure(error: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %error, "database failure");
+        Self::unavailable()
+    }
+
+    /// The `503` for the key service (KMS) that did not answer, logged in full.
+    pub fn key_service_failure(error: &dyn std::fmt::Debug) -> Self {
+        tracing::error!(error = ?error, "key service failure");
+        Self::new(503, "unavailable", "the key service did not answer; retry shortly")
+    }
+
     pub fn to_json(&self) -> Value {
         let mut details = serde_json::Map::new();
         if !self.fields.is_empty() {
