@@ -383,4 +383,11 @@ async fn an_image_carries_what_the_web_app_says_of_it_in_its_reference() {
     let (status, answer) = stack.call_json(&user, reqwest::Method::POST, "/files/uploads", Some(refused)).await;
     assert_eq!(status, 400, "{answer}");
     assert!(answer["error"]["details"]["fields"].get("vision").is_some(), "{answer}");
+    // A declaration is read into its type: a field it does not have is refused by name.
+    let before = holdings(&stack, &user).await;
+    let misspelt = json!({"filename": "a.txt", "size": 3, "mime_type": "text/plain", "galery_id": "g"});
+    let (status, answer) = stack.call_json(&user, reqwest::Method::POST, "/files/uploads", Some(misspelt)).await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer["error"]["details"]["fields"].get("galery_id").is_some(), "{answer}");
+    assert_eq!(holdings(&stack, &user).await, before, "nothing is left behind");
 }

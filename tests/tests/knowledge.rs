@@ -196,6 +196,12 @@ async fn a_base_is_refused_clearly_naming_its_field() {
         (&user, with("embedding_provider", "nobody".into()), "embedding_provider"),
         (&user, with("embedding_model", "text-embedding-3-small".into()), "embedding_model"),
         (&user, with("embedding_secret_id", uuid::Uuid::new_v4().to_string().into()), "embedding_secret_id"),
+        // Read into the body's type: a misspelt setting, a wrong type, blank text.
+        (&user, with("chunk_size", 500.into()), "chunk_size"),
+        (&user, with("is_default", "yes".into()), "is_default"),
+        (&user, with("embedding_endpoint_id", 7.into()), "embedding_endpoint_id"),
+        (&user, with("name", " ".into()), "name"),
+        (&user, with("name", Value::Null), "name"),
         (
             &admin,
             {

@@ -5,10 +5,10 @@
 use crate::State;
 use crate::embedding::{self, Moment, Requested};
 use crate::error::{KnowledgeError, invalid};
-use crate::fields::{self, Field};
+use crate::fields::{self, Field, NonBlank};
 use lambda_http::{Body, Request, Response};
-use serde::Serialize;
-use serde_json::{Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use sluice_domain::access::{self, Access, Scope};
 use sluice_domain::catalog::Model;
 use sluice_domain::ingestion::{IngestionConfig, IngestionConfigError};
@@ -84,24 +84,91 @@ fn derived_collection_name(display: &str) -> String {
     format!("{stem}_{}", &Uuid::new_v4().simple().to_string()[..6])
 }
 
-const CREATE_FIELDS: &[&str] = &[
-    "name",
-    "scope",
-    "collection_name",
-    "is_default",
-    "embedding_provider",
-    "embedding_model",
-    "embedding_secret_id",
-    "embedding_endpoint_id",
-    "embedding_base_url",
-    "ingestion_config",
-    "text_search_language",
-    "rerank",
-];
+/// `POST /kb`'s body (and `POST /rag/collections/{name}`'s, the name and scope filled in).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBody {
+    #[serde(default)]
+    pub name: Field<NonBlank>,
+    #[serde(default)]
+    pub scope: Field<NonBlank>,
+    #[serde(default)]
+    pub collection_name: Field<NonBlank>,
+    #[serde(default)]
+    is_default: Field<bool>,
+    #[serde(default)]
+    embedding_provider: Field<NonBlank>,
+    #[serde(default)]
+    embedding_model: Field<NonBlank>,
+    #[serde(default)]
+    embedding_secret_id: Field<Uuid>,
+    #[serde(default)]
+    embedding_endpoint_id: Field<Uuid>,
+    #[serde(default)]
+    embedding_base_url: Field<NonBlank>,
+    #[serde(default)]
+    ingestion_config: Field<Value>,
+    #[serde(default)]
+    text_search_language: Field<NonBlank>,
+    #[serde(default)]
+    rerank: Field<Value>,
+}
+
+/// `PATCH /kb/{id}`'s body: what may move (the width and language only as they are).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchBody {
+    #[serde(default)]
+    name: Field<NonBlank>,
+    #[serde(default)]
+    embedding_provider: Field<NonBlank>,
+    #[serde(default)]
+    embedding_model: Field<NonBlank>,
+    #[serde(default)]
+    embedding_dim: Field<Value>,
+    #[serde(default)]
+    embedding_secret_id: Field<Uuid>,
+    #[serde(default)]
+    embedding_endpoint_id: Field<Uuid>,
+    #[serde(default)]
+    embedding_base_url: Field<NonBlank>,
+    #[serde(default)]
+    ingestion_config: Field<Value>,
+    #[serde(default)]
+    text_search_language: Field<NonBlank>,
+    #[serde(default)]
+    rerank: Field<Value>,
+}
+
+/// `POST /kb/{id}/grants`'s body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrantBody {
+    user_id: Option<Uuid>,
+    level: Option<GrantLevel>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum GrantLevel {
+    View,
+    Edit,
+}
+
+/// How a base's field of the wrong type is refused.
+pub fn wrong_type(field: &str) -> String {
+    match field {
+        "is_default" => "is_default must be true or false".to_owned(),
+        "embedding_secret_id" | "embedding_endpoint_id" | "user_id" => format!("{field} must be a UUID"),
+        "level" => "level must be view or edit".to_owned(),
+        "embedding_dim" => "embedding_dim must be a whole number".to_owned(),
+        other => fields::not_text(other),
+    }
+}
 
 /// `text_search_language` as asked: one of PostgreSQL's own configurations.
-fn text_search_language(body: &Map<String, Value>) -> Result<Option<String>, KnowledgeError> {
-    match fields::text(body, "text_search_language")? {
+fn text_search_language(given: &Field<NonBlank>) -> Result<Option<String>, KnowledgeError> {
+    match given.clone().text() {
         Field::Set(language) if collection::TEXT_SEARCH_LANGUAGES.contains(&language.as_str()) => Ok(Some(language)),
         Field::Set(language) => Err(invalid(
             "text_search_language",
@@ -120,15 +187,15 @@ fn text_search_language(body: &Map<String, Value>) -> Result<Option<String>, Kno
 /// or its image description lends what the caller may not lend for a base of `org`.
 async fn ingestion_config(
     (state, caller, org): (&State, &Caller, Option<Uuid>),
-    body: &Map<String, Value>,
+    given: &Field<Value>,
     current: Option<&Value>,
     model: &Model,
 ) -> Result<Field<Value>, KnowledgeError> {
     let refused = |e: IngestionConfigError| KnowledgeError::InvalidFields { message: e.message(), fields: e.fields };
-    match body.get("ingestion_config") {
-        None => Ok(Field::Absent),
-        Some(Value::Null) => Ok(Field::Null),
-        Some(changes) => {
+    match given {
+        Field::Absent => Ok(Field::Absent),
+        Field::Null => Ok(Field::Null),
+        Field::Set(changes) => {
             let base = IngestionConfig::from_stored(current, Some(model))
                 .unwrap_or_else(|_| IngestionConfig::default_for(Some(model)));
             let merged = IngestionConfig::merged(base, changes).map_err(refused)?;
@@ -150,9 +217,13 @@ async fn ingestion_config(
 /// caller may lend its key and endpoint to a base of `org`.
 async fn rerank_setting(
     (state, caller, org): (&State, &Caller, Option<Uuid>),
-    body: &Map<String, Value>,
+    given: &Field<Value>,
 ) -> Result<Field<Value>, KnowledgeError> {
-    let Some(given) = body.get("rerank") else { return Ok(Field::Absent) };
+    let given = match given {
+        Field::Absent => return Ok(Field::Absent),
+        Field::Null => &Value::Null,
+        Field::Set(value) => value,
+    };
     let refused = |field: String, why: String| KnowledgeError::InvalidFields {
         message: format!("{field}: {why}"),
         fields: vec![(field, why)],
@@ -188,20 +259,14 @@ fn name_taken() -> KnowledgeError {
 
 /// `POST /kb`.
 pub async fn create(state: &State, caller: &Caller, request: &Request) -> Result<Response<Body>, KnowledgeError> {
-    let body = fields::object(request)?;
-    create_from(state, caller, &body).await
+    create_from(state, caller, fields::typed(request, wrong_type)?).await
 }
 
 /// Creates a base from a JSON body: `POST /kb`, and `POST /rag/collections/{name}` with
 /// the name and scope filled in.
-pub async fn create_from(
-    state: &State,
-    caller: &Caller,
-    body: &Map<String, Value>,
-) -> Result<Response<Body>, KnowledgeError> {
-    fields::only(body, CREATE_FIELDS)?;
-    let name = fields::required_text(body, "name")?;
-    let scope_text = fields::required_text(body, "scope")?;
+pub async fn create_from(state: &State, caller: &Caller, body: CreateBody) -> Result<Response<Body>, KnowledgeError> {
+    let name = fields::required(body.name.text().set(), "name")?;
+    let scope_text = fields::required(body.scope.text().set(), "scope")?;
     let scope = Scope::parse(&scope_text).ok_or_else(|| invalid("scope", "scope must be personal, org or app"))?;
     let org_id = match scope {
         Scope::Personal => caller.org_id,
@@ -213,15 +278,8 @@ pub async fn create_from(
         Scope::App if !caller.app_admin => return Err(invalid("scope", "only the app admin creates app bases")),
         Scope::App => None,
     };
-    let is_default = match body.get("is_default") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(flag)) => *flag,
-        Some(_) => return Err(invalid("is_default", "is_default must be true or false")),
-    };
-    let collection_name = match fields::text(body, "collection_name")? {
-        Field::Set(name) => name,
-        _ => derived_collection_name(&name),
-    };
+    let is_default = body.is_default.set().unwrap_or(false);
+    let collection_name = body.collection_name.text().set().unwrap_or_else(|| derived_collection_name(&name));
     let schema_tables = state.db.schema_tables().await?;
     collection::validate_collection_name(&collection_name, &schema_tables)
         .map_err(|e| invalid("collection_name", e.message))?;
@@ -237,20 +295,20 @@ pub async fn create_from(
         None if holders.is_empty() => None,
         None => return Err(name_taken()),
     };
-    let provider = match fields::text(body, "embedding_provider")? {
-        Field::Set(provider) => provider,
-        _ => held.map(|b| b.embedding_provider.clone()).ok_or_else(|| {
+    let provider = match body.embedding_provider.text().set() {
+        Some(provider) => provider,
+        None => held.map(|b| b.embedding_provider.clone()).ok_or_else(|| {
             invalid("embedding_provider", "embedding_provider is required (GET /rag/embedding-models lists them)")
         })?,
     };
     let same_provider = held.filter(|b| b.embedding_provider == provider);
-    let model = match fields::text(body, "embedding_model")? {
-        Field::Set(model) => model,
-        _ => same_provider
+    let model = match body.embedding_model.text().set() {
+        Some(model) => model,
+        None => same_provider
             .map(|b| b.embedding_model.clone())
             .ok_or_else(|| invalid("embedding_model", "embedding_model is required"))?,
     };
-    let secret = fields::uuid(body, "embedding_secret_id")?;
+    let secret = body.embedding_secret_id;
     let adopted_secret = same_provider.and_then(|b| b.embedding_secret_id).filter(|_| !secret.is_given());
     if let Some(adopted) = adopted_secret
         && embedding::lendable(state, caller, org_id, adopted).await?.is_none()
@@ -259,10 +317,8 @@ pub async fn create_from(
     }
     let requested = Requested {
         secret_id: secret.or_keep(same_provider.and_then(|b| b.embedding_secret_id)),
-        endpoint_id: fields::uuid(body, "embedding_endpoint_id")?
-            .or_keep(same_provider.and_then(|b| b.embedding_endpoint_id)),
-        base_url: fields::text(body, "embedding_base_url")?
-            .or_keep(same_provider.and_then(|b| b.embedding_base_url.clone())),
+        endpoint_id: body.embedding_endpoint_id.or_keep(same_provider.and_then(|b| b.embedding_endpoint_id)),
+        base_url: body.embedding_base_url.text().or_keep(same_provider.and_then(|b| b.embedding_base_url.clone())),
         provider,
         model,
         // An adopted key was checked above (`lendable`), and is for this provider, its
@@ -270,10 +326,11 @@ pub async fn create_from(
         secret_inherited: adopted_secret.is_some(),
     };
     let resolved = embedding::resolve(state, caller, scope, org_id, requested, Moment::Create).await?;
-    let ingestion = ingestion_config((state, caller, org_id), body, None, resolved.model).await?.or_keep(None);
-    let rerank = rerank_setting((state, caller, org_id), body).await?.or_keep(None);
+    let ingestion =
+        ingestion_config((state, caller, org_id), &body.ingestion_config, None, resolved.model).await?.or_keep(None);
+    let rerank = rerank_setting((state, caller, org_id), &body.rerank).await?.or_keep(None);
     // Left out, a name's collection lends the way it reads words, as it lends its embedding.
-    let language = match text_search_language(body)? {
+    let language = match text_search_language(&body.text_search_language)? {
         Some(language) => language,
         None => held.map_or(collection::DEFAULT_TEXT_SEARCH_LANGUAGE.to_owned(), |b| b.text_search_language.clone()),
     };
@@ -345,19 +402,6 @@ pub async fn get(state: &State, caller: &Caller, id: Uuid) -> Result<Response<Bo
     Ok(json_response(200, &view(base, access)))
 }
 
-const PATCH_FIELDS: &[&str] = &[
-    "name",
-    "embedding_provider",
-    "embedding_model",
-    "embedding_dim",
-    "embedding_secret_id",
-    "embedding_endpoint_id",
-    "embedding_base_url",
-    "ingestion_config",
-    "text_search_language",
-    "rerank",
-];
-
 /// `PATCH /kb/{id}`: provider, endpoint, base URL, credential and ingestion configuration
 /// move; the model and width never change (a move to another provider keeps the same
 /// embedding space, under that provider's name for it).
@@ -368,14 +412,13 @@ pub async fn patch(
     request: &Request,
 ) -> Result<Response<Body>, KnowledgeError> {
     let (base, access) = reach(state, caller, id, Access::Edit).await?;
-    let body = fields::object(request)?;
-    fields::only(&body, PATCH_FIELDS)?;
-    if let Some(dim) = body.get("embedding_dim")
-        && dim.as_i64() != Some(i64::from(base.embedding_dim))
+    let body: PatchBody = fields::typed(request, wrong_type)?;
+    if body.embedding_dim.is_given()
+        && body.embedding_dim.clone().set().and_then(|dim| dim.as_i64()) != Some(i64::from(base.embedding_dim))
     {
         return Err(invalid("embedding_dim", format!("the width is fixed at creation ({})", base.embedding_dim)));
     }
-    if let Some(language) = text_search_language(&body)?
+    if let Some(language) = text_search_language(&body.text_search_language)?
         && language != base.text_search_language
     {
         return Err(invalid(
@@ -390,7 +433,7 @@ pub async fn patch(
         .and_then(|p| p.model(&base.embedding_model))
         .map(|m| m.space.clone())
         .unwrap_or_else(|| base.embedding_model.clone());
-    let provider_id = match fields::text(&body, "embedding_provider")? {
+    let provider_id = match body.embedding_provider.text() {
         Field::Set(provider) => provider,
         Field::Null => return Err(invalid("embedding_provider", "a base always has a provider")),
         Field::Absent => base.embedding_provider.clone(),
@@ -401,7 +444,7 @@ pub async fn patch(
     let model = provider.model_in_space(&space, dim).ok_or_else(|| {
         invalid("embedding_provider", format!("{provider_id} does not serve the collection's model ({space})"))
     })?;
-    if let Field::Set(asked) = fields::text(&body, "embedding_model")?
+    if let Field::Set(asked) = body.embedding_model.text()
         && asked != model.model
         && asked != base.embedding_model
     {
@@ -415,26 +458,26 @@ pub async fn patch(
     }
     let moved = provider.id != base.embedding_provider;
     let keep = |value: Option<Uuid>| if moved { None } else { value };
-    let secret = fields::uuid(&body, "embedding_secret_id")?;
+    let secret = body.embedding_secret_id;
     let requested = Requested {
         provider: provider.id.clone(),
         model: model.model.clone(),
         secret_inherited: !secret.is_given() && !moved,
         secret_id: secret.or_keep(keep(base.embedding_secret_id)),
-        endpoint_id: fields::uuid(&body, "embedding_endpoint_id")?.or_keep(keep(base.embedding_endpoint_id)),
-        base_url: fields::text(&body, "embedding_base_url")?.or_keep(if moved {
-            None
-        } else {
-            base.embedding_base_url.clone()
-        }),
+        endpoint_id: body.embedding_endpoint_id.or_keep(keep(base.embedding_endpoint_id)),
+        base_url: body.embedding_base_url.text().or_keep(if moved { None } else { base.embedding_base_url.clone() }),
     };
     let resolved = embedding::resolve(state, caller, base.scope, base.org_id, requested, Moment::Move).await?;
-    let ingestion =
-        ingestion_config((state, caller, base.org_id), &body, base.ingestion_config.as_ref(), resolved.model)
-            .await?
-            .or_keep(base.ingestion_config.clone());
-    let rerank = rerank_setting((state, caller, base.org_id), &body).await?.or_keep(base.rerank.clone());
-    let name = match fields::text(&body, "name")? {
+    let ingestion = ingestion_config(
+        (state, caller, base.org_id),
+        &body.ingestion_config,
+        base.ingestion_config.as_ref(),
+        resolved.model,
+    )
+    .await?
+    .or_keep(base.ingestion_config.clone());
+    let rerank = rerank_setting((state, caller, base.org_id), &body.rerank).await?.or_keep(base.rerank.clone());
+    let name = match body.name.text() {
         Field::Set(name) => name,
         Field::Null => return Err(invalid("name", "a base always has a name")),
         Field::Absent => base.name.clone(),
@@ -510,16 +553,12 @@ pub async fn grant(
     request: &Request,
 ) -> Result<Response<Body>, KnowledgeError> {
     let base = managed(state, caller, id).await?;
-    let body = fields::object(request)?;
-    fields::only(&body, &["user_id", "level"])?;
-    let user = match fields::uuid(&body, "user_id")? {
-        Field::Set(user) => user,
-        _ => return Err(invalid("user_id", "user_id must be a UUID")),
-    };
-    let level = match body.get("level").and_then(Value::as_str) {
-        Some("view") => Access::View,
-        Some("edit") => Access::Edit,
-        _ => return Err(invalid("level", "level must be view or edit")),
+    let body: GrantBody = fields::typed(request, wrong_type)?;
+    let user = body.user_id.ok_or_else(|| invalid("user_id", wrong_type("user_id")))?;
+    let level = match body.level {
+        Some(GrantLevel::View) => Access::View,
+        Some(GrantLevel::Edit) => Access::Edit,
+        None => return Err(invalid("level", wrong_type("level"))),
     };
     state.db.grant_knowledge_base(base.id, user, level).await?;
     let level = if level == Access::Edit { "edit" } else { "view" };
@@ -548,5 +587,67 @@ mod tests {
         }
         assert_ne!(derived_collection_name("x"), derived_collection_name("x"));
         assert!(derived_collection_name("Team Handbook").starts_with("team_handbook_"));
+    }
+
+    /// The refusal a body gets, as (field, message).
+    fn refused<T: serde::de::DeserializeOwned + std::fmt::Debug>(body: &str) -> (String, String) {
+        match fields::typed_bytes::<T>(body.as_bytes(), wrong_type) {
+            Err(KnowledgeError::Invalid { field, message }) => (field, message),
+            Err(KnowledgeError::InvalidFields { message, mut fields }) => (fields.remove(0).0, message),
+            other => panic!("{body}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_base_body_tells_null_from_absent_and_blank_from_text() {
+        let body: CreateBody = fields::typed_bytes(
+            br#"{"name": "Handbook", "embedding_secret_id": null, "rerank": null, "is_default": true}"#,
+            wrong_type,
+        )
+        .expect("read");
+        assert_eq!(body.name.text(), Field::Set("Handbook".to_owned()));
+        assert_eq!(body.embedding_secret_id, Field::Null, "null names no key (adopting none)");
+        assert_eq!(body.embedding_endpoint_id, Field::Absent, "absent adopts the collection's");
+        assert_eq!(body.rerank, Field::Null, "null clears the reranker");
+        assert_eq!(body.ingestion_config, Field::Absent);
+        assert_eq!(body.is_default, Field::Set(true));
+        let patch: PatchBody =
+            fields::typed_bytes(br#"{"embedding_dim": null, "text_search_language": "german"}"#, wrong_type)
+                .expect("read");
+        assert_eq!(patch.embedding_dim, Field::Null, "a null width is given, and judged against the base's");
+        assert_eq!(patch.text_search_language.text(), Field::Set("german".to_owned()));
+    }
+
+    #[test]
+    fn a_base_field_of_the_wrong_type_or_unknown_is_refused_naming_it() {
+        for (body, field, message) in [
+            (r#"{"name": "  "}"#, "name", "name must be a non-empty string"),
+            (r#"{"name": 7}"#, "name", "name must be a non-empty string"),
+            (r#"{"is_default": "yes"}"#, "is_default", "is_default must be true or false"),
+            (r#"{"embedding_secret_id": "not-a-uuid"}"#, "embedding_secret_id", "embedding_secret_id must be a UUID"),
+            (r#"{"embedding_endpoint_id": 5}"#, "embedding_endpoint_id", "embedding_endpoint_id must be a UUID"),
+            (r#"{"chunk_size": 500}"#, "chunk_size", "chunk_size is not a field of this request"),
+            (r#"{"embedding_dim": 384}"#, "embedding_dim", "embedding_dim is not a field of this request"),
+        ] {
+            assert_eq!(refused::<CreateBody>(body), (field.to_owned(), message.to_owned()), "{body}");
+        }
+        for (body, field, message) in [
+            (r#"{"scope": "org"}"#, "scope", "scope is not a field of this request"),
+            (r#"{"embedding_provider": ""}"#, "embedding_provider", "embedding_provider must be a non-empty string"),
+        ] {
+            assert_eq!(refused::<PatchBody>(body), (field.to_owned(), message.to_owned()), "{body}");
+        }
+        for (body, field, message) in [
+            (r#"{"user_id": "x", "level": "view"}"#, "user_id", "user_id must be a UUID"),
+            (
+                r#"{"user_id": "7f1c8a52-0d4e-4a51-9a38-2b7f8f0c9e11", "level": "own"}"#,
+                "level",
+                "level must be view or edit",
+            ),
+            (r#"{"user": "x"}"#, "user", "user is not a field of this request"),
+        ] {
+            assert_eq!(refused::<GrantBody>(body), (field.to_owned(), message.to_owned()), "{body}");
+        }
+        assert_eq!(refused::<CreateBody>("[1]"), ("body".to_owned(), "the body must be a JSON object".to_owned()));
     }
 }

@@ -4,8 +4,9 @@
 use crate::State;
 use crate::bases::{self, reach, reachable};
 use crate::error::KnowledgeError;
+use crate::fields::{Field, NonBlank};
 use lambda_http::{Body, Request, Response};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use sluice_domain::Caller;
 use sluice_domain::access::Access;
 use sluice_store::KnowledgeBase;
@@ -56,19 +57,24 @@ pub async fn create(
     name: &str,
     request: &Request,
 ) -> Result<Response<Body>, KnowledgeError> {
-    let mut body = if sluice_web::body_bytes(request).iter().all(u8::is_ascii_whitespace) {
-        Map::new()
+    let bytes = sluice_web::body_bytes(request);
+    let mut body: bases::CreateBody = if bytes.iter().all(u8::is_ascii_whitespace) {
+        bases::CreateBody::default()
     } else {
-        crate::fields::object(request)?
+        crate::fields::typed_bytes(bytes, bases::wrong_type)?
     };
-    if body.contains_key("collection_name") {
+    if body.collection_name.is_given() {
         return Err(crate::error::invalid("collection_name", "the collection name is the one in the path"));
     }
-    body.insert("collection_name".to_owned(), Value::String(name.to_owned()));
-    body.entry("name").or_insert_with(|| Value::String(name.to_owned()));
+    body.collection_name = Field::Set(NonBlank(name.to_owned()));
+    if !body.name.is_given() {
+        body.name = Field::Set(NonBlank(name.to_owned()));
+    }
     let scope = if caller.org_id.is_some() && caller.has_permission("collections:edit") { "org" } else { "personal" };
-    body.entry("scope").or_insert_with(|| Value::String(scope.to_owned()));
-    bases::create_from(state, caller, &body).await
+    if !body.scope.is_given() {
+        body.scope = Field::Set(NonBlank(scope.to_owned()));
+    }
+    bases::create_from(state, caller, body).await
 }
 
 /// `DELETE /rag/collections/{name}`: the caller's base on the name goes, as `DELETE /kb`.

@@ -1,34 +1,33 @@
-//! Reading a JSON body field by field, so every refusal names the field at fault and an
-//! absent field is told from an explicit `null` (which clears it, where clearing is allowed).
+//! What the knowledge function's body types are read with: every refusal names the field at
+//! fault, and an absent field is told from an explicit `null` (which clears it, where
+//! clearing is allowed).
 
 use crate::error::{KnowledgeError, invalid};
 use lambda_http::Request;
-use serde_json::{Map, Value};
-use uuid::Uuid;
-
-/// The request's JSON object body.
-pub fn object(request: &Request) -> Result<Map<String, Value>, KnowledgeError> {
-    match serde_json::from_slice(sluice_web::body_bytes(request)) {
-        Ok(Value::Object(map)) => Ok(map),
-        _ => Err(invalid("body", "the body must be a JSON object")),
-    }
-}
+use serde_json::Value;
+pub use sluice_web::NonBlank;
 
 /// The request's body read into `T` (whose derive denies unknown fields): a field it does not
-/// have is refused as `only` refuses it, a value of the wrong type as `wrong_type` words it for
-/// that field, anything else as a body that is not a JSON object.
+/// have is refused as `not_a_field` words it, a value of the wrong type as `wrong_type` words
+/// it for that field, anything else as a body that is not a JSON object.
 pub fn typed<T: serde::de::DeserializeOwned>(
     request: &Request,
     wrong_type: fn(&str) -> String,
 ) -> Result<T, KnowledgeError> {
-    sluice_web::typed_body(sluice_web::body_bytes(request)).map_err(|refused| {
-        if let Some(unknown) = refused.unknown {
-            return not_a_field(&unknown);
+    typed_bytes(sluice_web::body_bytes(request), wrong_type)
+}
+
+/// `typed` over a body's bytes.
+pub fn typed_bytes<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    wrong_type: fn(&str) -> String,
+) -> Result<T, KnowledgeError> {
+    sluice_web::typed_body(bytes).map_err(|refused| {
+        let worded = refused.worded(wrong_type);
+        if worded.unknown {
+            return not_a_field(&worded.field);
         }
-        match refused.field() {
-            Some(field) => invalid(field, wrong_type(field)),
-            None => invalid("body", "the body must be a JSON object"),
-        }
+        invalid(worded.field, worded.message)
     })
 }
 
@@ -70,12 +69,20 @@ pub fn not_text(field: &str) -> String {
     format!("{field} must be a non-empty string")
 }
 
-/// A field the caller may leave out, set, or set to `null`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A field the caller may leave out, set, or set to `null`; in a body's type it reads
+/// as `#[serde(default)]` (absent is `Absent`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Field<T> {
+    #[default]
     Absent,
     Null,
     Set(T),
+}
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Field<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(given: D) -> Result<Self, D::Error> {
+        Option::<T>::deserialize(given).map(|value| value.map_or(Self::Null, Self::Set))
+    }
 }
 
 impl<T> Field<T> {
@@ -91,39 +98,20 @@ impl<T> Field<T> {
     pub fn is_given(&self) -> bool {
         !matches!(self, Self::Absent)
     }
-}
 
-pub fn text(body: &Map<String, Value>, field: &'static str) -> Result<Field<String>, KnowledgeError> {
-    match body.get(field) {
-        None => Ok(Field::Absent),
-        Some(Value::Null) => Ok(Field::Null),
-        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Field::Set(s.clone())),
-        Some(_) => Err(invalid(field, not_text(field))),
+    /// The value when set; absent and `null` alike are none.
+    pub fn set(self) -> Option<T> {
+        self.or_keep(None)
     }
 }
 
-pub fn required_text(body: &Map<String, Value>, field: &'static str) -> Result<String, KnowledgeError> {
-    required(text(body, field)?.or_keep(None), field)
-}
-
-pub fn uuid(body: &Map<String, Value>, field: &'static str) -> Result<Field<Uuid>, KnowledgeError> {
-    match text(body, field) {
-        Ok(Field::Set(s)) => {
-            Uuid::parse_str(&s).map(Field::Set).map_err(|_| invalid(field, format!("{field} must be a UUID")))
+impl Field<NonBlank> {
+    /// The field's text.
+    pub fn text(self) -> Field<String> {
+        match self {
+            Self::Absent => Field::Absent,
+            Self::Null => Field::Null,
+            Self::Set(NonBlank(text)) => Field::Set(text),
         }
-        Ok(Field::Absent) => Ok(Field::Absent),
-        Ok(Field::Null) => Ok(Field::Null),
-        Err(_) => Err(invalid(field, format!("{field} must be a UUID"))),
-    }
-}
-
-/// Refuses any field outside `allowed`, so a misspelt setting is not silently ignored.
-pub fn only(body: &Map<String, Value>, allowed: &[&str]) -> Result<(), KnowledgeError> {
-    match body.keys().find(|key| !allowed.contains(&key.as_str())) {
-        Some(unknown) => Err(KnowledgeError::InvalidFields {
-            message: format!("{unknown} is not a field of this request"),
-            fields: vec![(unknown.clone(), "not a field of this request".to_owned())],
-        }),
-        None => Ok(()),
     }
 }

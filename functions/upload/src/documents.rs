@@ -9,6 +9,7 @@
 //! same filename (their rows, chunks and stored copies); without it nothing is retired: a
 //! filename is not an address, and two uploads of one name may both be meant.
 
+use crate::bodies::{Declared, DocumentIntent, DocumentOptions};
 use crate::multipart::read_form;
 use crate::{AppState, UploadError};
 use bytes::Bytes;
@@ -22,9 +23,6 @@ use sluice_store::{Accepted, DOCUMENT_UPLOAD_PREFIX, Document, KnowledgeBase, PA
 use sluice_web::json_response;
 use time::OffsetDateTime;
 use uuid::Uuid;
-
-/// The longest `organizational_unit` accepted.
-const MAX_UNIT_CHARS: usize = 200;
 
 /// Which base an upload names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,16 +70,14 @@ pub async fn ingest(
         _ => Bytes::new(),
     };
     let (limit, inline_cap) = state.config.inline_limit(state.config.max_upload_bytes);
-    let (file, fields) =
-        read_form(content_type.as_deref(), body, limit, &["ingestion", "organizational_unit", "replace"])
-            .await
-            .map_err(|error| match error {
-                UploadError::TooLarge { limit_bytes } if inline_cap => {
-                    UploadError::UsePresignedUpload { limit_bytes, route: "POST /api/v1/kb/{kb_id}/documents/uploads" }
-                }
-                UploadError::TooLarge { limit_bytes } => UploadError::DocumentTooLarge { limit_bytes },
-                other => other,
-            })?;
+    let (file, options) =
+        read_form::<DocumentOptions>(content_type.as_deref(), body, limit).await.map_err(|error| match error {
+            UploadError::TooLarge { limit_bytes } if inline_cap => {
+                UploadError::UsePresignedUpload { limit_bytes, route: "POST /api/v1/kb/{kb_id}/documents/uploads" }
+            }
+            UploadError::TooLarge { limit_bytes } => UploadError::DocumentTooLarge { limit_bytes },
+            other => other,
+        })?;
 
     let kind = sluice_formats::kind_for_filename(&file.filename).filter(|k| sluice_formats::ingestible(k));
     if kind.is_none() {
@@ -95,14 +91,9 @@ pub async fn ingest(
     }
     let accepted = sluice_formats::check_upload(&file.filename, file.declared_mime.as_deref(), &file.bytes)
         .map_err(UploadError::Refused)?;
-    let config = chunking(state, caller, &base, fields.get("ingestion")).await?;
+    let config = chunking(state, caller, &base, options.ingestion.as_ref()).await?;
     parser_reads(&config, &file.filename)?;
-    let unit = organizational_unit(fields.get("organizational_unit"))?;
-    let replace_previous = match fields.get("replace").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-        None | Some("" | "false" | "0") => false,
-        Some("true" | "1") => true,
-        Some(_) => return Err(UploadError::invalid("replace", "replace must be true or false")),
-    };
+    let DocumentOptions { organizational_unit: unit, replace: replace_previous, .. } = options;
 
     let id = Uuid::new_v4();
     let storage_path = format!("documents/{}/{}/{}", base.id, id.simple(), safe_filename(&file.filename));
@@ -179,19 +170,17 @@ async fn chunking(
     state: &AppState,
     caller: &Caller,
     base: &KnowledgeBase,
-    override_json: Option<&String>,
+    changes: Option<&serde_json::Value>,
 ) -> Result<IngestionConfig, UploadError> {
     let base_config = base.chunking();
-    let Some(text) = override_json.filter(|t| !t.trim().is_empty()) else { return Ok(base_config) };
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|_| UploadError::invalid("ingestion", "ingestion must be a JSON object"))?;
+    let Some(value) = changes else { return Ok(base_config) };
     let refused = |e: IngestionConfigError| UploadError::InvalidFields { message: e.message(), fields: e.fields };
-    let merged = IngestionConfig::merged(base_config, &value).map_err(refused)?;
+    let merged = IngestionConfig::merged(base_config, value).map_err(refused)?;
     if let Some(model) = base.model() {
         merged.fits(model).map_err(refused)?;
     }
     if let Err((field, why)) =
-        sluice_vision::check_requested(&state.db, caller, base.org_id, Some(&value), &merged).await?
+        sluice_vision::check_requested(&state.db, caller, base.org_id, Some(value), &merged).await?
     {
         return Err(UploadError::InvalidFields { message: format!("{field}: {why}"), fields: vec![(field, why)] });
     }
@@ -211,18 +200,6 @@ fn parser_reads(config: &IngestionConfig, filename: &str) -> Result<(), UploadEr
         ));
     }
     Ok(())
-}
-
-/// The form's unit: trimmed; blank is none.
-fn organizational_unit(value: Option<&String>) -> Result<Option<String>, UploadError> {
-    let Some(unit) = value.map(|v| v.trim()).filter(|v| !v.is_empty()) else { return Ok(None) };
-    if unit.chars().count() > MAX_UNIT_CHARS || unit.chars().any(char::is_control) {
-        return Err(UploadError::invalid(
-            "organizational_unit",
-            format!("at most {MAX_UNIT_CHARS} printable characters"),
-        ));
-    }
-    Ok(Some(unit.to_owned()))
 }
 
 /// Stores the original, then commits the row with its outbox row; undoes the object when
@@ -277,21 +254,8 @@ pub async fn create_intent(
     if state.db.teardown_reserved(&base.collection_name).await? {
         return Err(reserved());
     }
-    let body: serde_json::Value = serde_json::from_slice(sluice_web::body_bytes(request))
-        .ok()
-        .filter(serde_json::Value::is_object)
-        .ok_or_else(|| UploadError::invalid("body", "the body must be a JSON object {filename, size, mime_type}"))?;
-    let text = |field: &'static str| match body.get(field) {
-        Some(serde_json::Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
-        _ => Err(UploadError::invalid(field, format!("{field} must be a non-empty string"))),
-    };
-    let filename = text("filename")?;
-    crate::multipart::filename_fits("filename", &filename)?;
-    let mime_type = text("mime_type")?;
-    let size = match body.get("size").and_then(serde_json::Value::as_u64) {
-        Some(size) if size > 0 => size,
-        _ => return Err(UploadError::invalid("size", "size must be a positive whole number of bytes")),
-    };
+    let DocumentIntent { declared: Declared { filename, size, mime_type }, options } =
+        DocumentIntent::read(sluice_web::body_bytes(request))?;
     let kind = sluice_formats::check_declared(&filename, Some(&mime_type)).map_err(|refusal| {
         let field =
             if refusal.code == sluice_formats::RefusalCode::DeclaredTypeMismatch { "mime_type" } else { "filename" };
@@ -311,23 +275,9 @@ pub async fn create_intent(
     if size > state.config.max_upload_bytes {
         return Err(UploadError::DeclaredDocumentTooLarge { limit_bytes: state.config.max_upload_bytes });
     }
-    let override_text = match body.get("ingestion") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(value) => Some(value.to_string()),
-    };
-    let config = chunking(state, caller, &base, override_text.as_ref()).await?;
+    let config = chunking(state, caller, &base, options.ingestion.as_ref()).await?;
     parser_reads(&config, &filename)?;
-    let unit_text = match body.get("organizational_unit") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(unit)) => Some(unit.clone()),
-        Some(_) => return Err(UploadError::invalid("organizational_unit", "organizational_unit must be a string")),
-    };
-    let unit = organizational_unit(unit_text.as_ref())?;
-    let replace_previous = match body.get("replace") {
-        None | Some(serde_json::Value::Null) => false,
-        Some(serde_json::Value::Bool(flag)) => *flag,
-        Some(_) => return Err(UploadError::invalid("replace", "replace must be true or false")),
-    };
+    let DocumentOptions { organizational_unit: unit, replace: replace_previous, .. } = options;
 
     let id = Uuid::new_v4();
     let ttl = std::time::Duration::from_secs(state.config.upload_intent_ttl_secs);

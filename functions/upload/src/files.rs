@@ -1,13 +1,14 @@
 //! Chat files: upload, read back, delete and link to a message. Ownership is the whole
 //! rule: another user's file is answered exactly like an absent one.
 
+use crate::bodies::{Hints, LINK_RULE, typed};
 use crate::multipart::read_form;
 use crate::{AppState, UploadError};
 use bytes::Bytes;
 use lambda_http::{Body, Request, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use sluice_domain::{AttachmentRef, Caller, ImageHints, safe_filename, workspace_folder};
+use sluice_domain::{AttachmentRef, Caller, safe_filename, workspace_folder};
 use sluice_store::{ChatFile, NewChatFile};
 use sluice_web::{body_bytes, json_response};
 use std::time::Duration;
@@ -80,9 +81,8 @@ pub async fn upload(state: &AppState, caller: &Caller, request: Request) -> Resu
         _ => Bytes::new(),
     };
     let (limit, inline_cap) = state.config.inline_limit(state.config.chat_max_upload_bytes);
-    let (file, fields) = read_form(content_type.as_deref(), body, limit, &["vision", "vision_model", "gallery_id"])
-        .await
-        .map_err(|error| match error {
+    let (file, hints) =
+        read_form::<Hints>(content_type.as_deref(), body, limit).await.map_err(|error| match error {
             UploadError::TooLarge { limit_bytes } if inline_cap => {
                 UploadError::UsePresignedUpload { limit_bytes, route: "POST /api/v1/files/uploads" }
             }
@@ -103,10 +103,7 @@ pub async fn upload(state: &AppState, caller: &Caller, request: Request) -> Resu
         )
         .await?
         .map_err(UploadError::Refused)?;
-    let field = |name: &str| fields.get(name).map(String::as_str);
-    let hints =
-        ImageHints::parse(field("vision"), field("vision_model"), field("gallery_id"), content.file_type == "image")
-            .map_err(|(name, why)| UploadError::invalid(name, why))?;
+    let hints = hints.judged(content.file_type == "image")?;
 
     let id = Uuid::new_v4();
     let storage_path = format!("media/{}/{}_{}", caller.user_id, id.simple(), safe_filename(&file.filename));
@@ -204,8 +201,9 @@ pub async fn delete(state: &AppState, caller: &Caller, id: Uuid) -> Result<Respo
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct LinkRequest {
-    file_ids: Vec<String>,
+    file_ids: Option<Vec<String>>,
 }
 
 /// `POST /messages/{message_id}/attachments`: all of the caller's own unlinked, ready
@@ -222,16 +220,16 @@ pub async fn link(
         .filter(|id| id.len() == 36)
         .and_then(|id| Uuid::parse_str(id).ok())
         .ok_or_else(|| UploadError::invalid("message_id", "the message id must be a UUID (8-4-4-4-12 hex digits)"))?;
-    let body: LinkRequest = serde_json::from_slice(body_bytes(request))
-        .map_err(|_| UploadError::invalid("file_ids", "send a JSON object {\"file_ids\": [\"<uuid>\", ...]}"))?;
-    if body.file_ids.is_empty() {
+    let body: LinkRequest = typed(body_bytes(request))?;
+    let file_ids = body.file_ids.ok_or_else(|| UploadError::invalid("file_ids", LINK_RULE))?;
+    if file_ids.is_empty() {
         return Err(UploadError::invalid("file_ids", "name at least one file"));
     }
-    if body.file_ids.len() > MAX_ATTACHMENTS_PER_REQUEST {
+    if file_ids.len() > MAX_ATTACHMENTS_PER_REQUEST {
         return Err(UploadError::invalid("file_ids", format!("at most {MAX_ATTACHMENTS_PER_REQUEST} files at once")));
     }
-    let mut ids: Vec<Uuid> = Vec::with_capacity(body.file_ids.len());
-    for raw in &body.file_ids {
+    let mut ids: Vec<Uuid> = Vec::with_capacity(file_ids.len());
+    for raw in &file_ids {
         let id =
             Uuid::parse_str(raw).map_err(|_| UploadError::invalid("file_ids", format!("{raw:?} is not a UUID")))?;
         if !ids.contains(&id) {

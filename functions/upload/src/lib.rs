@@ -2,6 +2,7 @@
 //!
 //! `handle` is what the Lambda runtime, the local runner and the tests all call.
 
+mod bodies;
 mod documents;
 mod error;
 mod files;

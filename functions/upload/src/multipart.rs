@@ -1,6 +1,7 @@
 //! Reading the one `file` part of a multipart upload, counting its bytes as they come.
 
 use crate::UploadError;
+use crate::bodies::{Form, filename_fits};
 use bytes::{Bytes, BytesMut};
 use std::convert::Infallible;
 
@@ -15,14 +16,14 @@ pub struct UploadedFile {
 /// The longest text field a form may carry beside its file.
 const MAX_TEXT_FIELD_BYTES: usize = 64 * 1024;
 
-/// Reads the `file` part and the text fields named in `text_fields` (each at most 64 KiB);
+/// Reads the `file` part and the text fields form `F` names (each at most 64 KiB) into `F`;
 /// any other part is ignored.
-pub async fn read_form(
+pub async fn read_form<F: Form>(
     content_type: Option<&str>,
     body: Bytes,
     limit_bytes: u64,
-    text_fields: &[&'static str],
-) -> Result<(UploadedFile, std::collections::BTreeMap<&'static str, String>), UploadError> {
+) -> Result<(UploadedFile, F), UploadError> {
+    let text_fields = F::FIELDS;
     let mut texts = std::collections::BTreeMap::new();
     let content_type = content_type.unwrap_or_default();
     let boundary = multer::parse_boundary(content_type)
@@ -66,20 +67,11 @@ pub async fn read_form(
         found = Some(UploadedFile { filename, declared_mime, bytes: bytes.freeze() });
     }
     let file = found.ok_or_else(|| UploadError::invalid("file", "the multipart body has no part named file"))?;
-    Ok((file, texts))
+    Ok((file, F::read(texts)?))
 }
 
 fn malformed(error: multer::Error) -> UploadError {
     UploadError::invalid("file", format!("the multipart body is malformed: {error}"))
-}
-
-/// Refuses, on `field`, a filename past `MAX_FILENAME_CHARS`: one rule for the inline upload
-/// and both presigned declarations.
-pub(crate) fn filename_fits(field: &'static str, filename: &str) -> Result<(), UploadError> {
-    if filename.chars().count() > sluice_domain::MAX_FILENAME_CHARS {
-        return Err(UploadError::invalid(field, "the filename is longer than 255 characters"));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -113,7 +105,7 @@ mod tests {
 
     /// The file part alone, as the tests read it.
     async fn read_file_part(content_type: Option<&str>, body: Bytes, limit: u64) -> Result<UploadedFile, UploadError> {
-        read_form(content_type, body, limit, &[]).await.map(|(file, _)| file)
+        read_form::<crate::bodies::Hints>(content_type, body, limit).await.map(|(file, _)| file)
     }
 
     #[tokio::test]

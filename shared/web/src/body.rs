@@ -21,6 +21,41 @@ impl BodyRefusal {
     pub fn field(&self) -> Option<&str> {
         self.path.first().map(String::as_str)
     }
+
+    /// The refusal in the caller's words: a field the type does not have "is not a field of
+    /// this request", a value of the wrong type as `wrong_type` words its top-level field,
+    /// anything else a body that is not a JSON object.
+    pub fn worded(&self, wrong_type: impl Fn(&str) -> String) -> FieldRefusal {
+        let (field, message, unknown) = match (&self.unknown, self.field()) {
+            (Some(unknown), _) => (unknown.clone(), format!("{unknown} is not a field of this request"), true),
+            (None, Some(field)) => (field.to_owned(), wrong_type(field), false),
+            (None, None) => ("body".to_owned(), "the body must be a JSON object".to_owned(), false),
+        };
+        FieldRefusal { field, message, unknown }
+    }
+}
+
+/// A body's refusal as the caller reads it: the field at fault and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldRefusal {
+    pub field: String,
+    pub message: String,
+    /// Whether the field is one the request does not have.
+    pub unknown: bool,
+}
+
+/// Text that is not blank: in a body's type, blank text is refused as a wrong type is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NonBlank(pub String);
+
+impl<'de> serde::Deserialize<'de> for NonBlank {
+    fn deserialize<D: serde::Deserializer<'de>>(given: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(given)?;
+        if text.trim().is_empty() {
+            return Err(serde::de::Error::custom("blank text"));
+        }
+        Ok(Self(text))
+    }
 }
 
 /// Reads `bytes` as one JSON value of type `T`, with nothing after it.
@@ -87,5 +122,26 @@ mod tests {
         for body in ["[1]", "not json", "", r#"{"name": "x"} trailing"#] {
             assert_eq!(refusal(body).field(), None, "{body}");
         }
+    }
+
+    #[test]
+    fn a_refusal_is_worded_for_the_field_at_fault() {
+        let wrong_type = |field: &str| format!("{field} is wrong");
+        let worded = |body: &str| refusal(body).worded(wrong_type);
+        assert_eq!(
+            worded(r#"{"name": 7}"#),
+            FieldRefusal { field: "name".to_owned(), message: "name is wrong".to_owned(), unknown: false }
+        );
+        let unknown = worded(r#"{"colour": 1}"#);
+        assert_eq!((unknown.field.as_str(), unknown.unknown), ("colour", true));
+        assert_eq!(unknown.message, "colour is not a field of this request");
+        assert_eq!(worded("[]").message, "the body must be a JSON object");
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code, reason = "read only to be refused")]
+        struct Named {
+            name: NonBlank,
+        }
+        let blank = typed_body::<Named>(br#"{"name": "  "}"#).expect_err("blank");
+        assert_eq!(blank.field(), Some("name"));
     }
 }

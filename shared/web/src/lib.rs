@@ -2,7 +2,7 @@
 //! error shape of docs/openapi.yaml, JSON responses and the JSON log format.
 
 mod body;
-pub use body::{BodyRefusal, typed_body};
+pub use body::{BodyRefusal, FieldRefusal, NonBlank, typed_body};
 
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
