@@ -12,6 +12,7 @@ use crate::names::{text_search_language, vector_width};
 use crate::{Db, StoreError};
 use sluice_domain::collection::vector_table;
 use sluice_domain::config::KeywordReading;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use time::Date;
 use tokio_postgres::error::SqlState;
@@ -225,13 +226,16 @@ impl Db {
         let time_budget = reading.time_budget;
         // A phrase asks for those words in that order: feedback would find other wording.
         let Some(feedback) = reading.feedback.filter(|_| !wanted.contains('<')) else {
-            let leg = KeywordLeg { client: &client, table: &table, scope, filters, depth, time_budget };
+            let leg =
+                KeywordLeg { client: &client, table: &table, scope, filters, depth, time_budget, columns: HIT_COLUMNS };
             let rows = leg.rank(&matches, &weighed).await?.unwrap_or_default();
             return Ok(rows.iter().map(|r| hit(r, r.get("rank"))).collect());
         };
         // Ranked deeper first, so a chunk just below `depth` may climb once the added words weigh.
         let pool = depth.saturating_mul(2).max(FEEDBACK_POOL);
-        let leg = KeywordLeg { client: &client, table: &table, scope, filters, depth: pool, time_budget };
+        // Only ids and scores: the pool is ranked again below, and only its best are read whole.
+        let leg =
+            KeywordLeg { client: &client, table: &table, scope, filters, depth: pool, time_budget, columns: "id" };
         let rows = leg.rank(&matches, &weighed).await?.unwrap_or_default();
         let best: Vec<Uuid> = rows.iter().take(feedback.chunks).map(|r| r.get("id")).collect();
         let words = client
@@ -260,7 +264,7 @@ impl Db {
         // The same chunks, ranked again with the added words: they reorder what the query's
         // own words matched and never add a chunk.
         let pooled: Vec<Uuid> = rows.iter().map(|r| r.get("id")).collect();
-        let leg = KeywordLeg { depth, ..leg };
+        let leg = KeywordLeg { depth, columns: HIT_COLUMNS, ..leg };
         let rows = leg.rescore(&pooled, &expanded).await?;
         Ok(rows.iter().map(|r| hit(r, r.get("rank"))).collect())
     }
@@ -298,6 +302,8 @@ struct KeywordLeg<'a, C> {
     depth: i64,
     /// How long it reads on after its first reading (`KeywordReading::time_budget`).
     time_budget: Option<Duration>,
+    /// The columns each ranked row carries beside its `rank`: a hit's, or only its `id`.
+    columns: &'static str,
 }
 
 /// The scope's term statistics for a query's words: how many chunks the scope holds, their
@@ -332,33 +338,43 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
     /// The statistics of `words` (each lexeme with its weight in the query) over the
     /// scope; `None` when the scope holds no chunk at all.
     async fn statistics(&self, words: &[(String, f64)]) -> Result<Option<Statistics>, StoreError> {
-        // The empty lexeme's row holds the scope's totals.
+        // The empty lexeme's row holds the scope's totals. Every column of the primary key is
+        // a condition of its own, so the index finds each (base, word) row directly whatever
+        // the planner knows of the table: joined on the pairs instead, a never-analysed table
+        // (a fresh or busy one) was read whole, 20,000 rows and 12 ms at 100,000 chunks
+        // (BENCHMARKS.md, "Scale"). The pairs are matched here, so a base's words count only
+        // under its own tenant.
         let kb_ids: Vec<Uuid> = self.scope.iter().map(|b| b.kb_id).collect();
         let tenants: Vec<Uuid> = self.scope.iter().map(|b| b.org_id.unwrap_or(NO_TENANT)).collect();
-        let lexemes: Vec<&str> = words.iter().map(|(lexeme, _)| lexeme.as_str()).collect();
+        let mut lexemes: Vec<&str> = words.iter().map(|(lexeme, _)| lexeme.as_str()).collect();
+        lexemes.push("");
         let rows = self
             .client
             .query(
                 &format!(
-                    "SELECT words.lexeme, coalesce(sum(s.chunks), 0)::float8, coalesce(sum(s.occurrences), 0)::float8
-                     FROM unnest($1::text[] || ''::text) AS words(lexeme)
-                     LEFT JOIN \"{}$terms\" AS s ON s.lexeme = words.lexeme
-                          AND (s.kb_id, s.org_id) IN (SELECT * FROM unnest($2::uuid[], $3::uuid[]))
-                     GROUP BY words.lexeme",
+                    "SELECT kb_id, org_id, lexeme, chunks::float8, occurrences::float8 FROM \"{}$terms\"
+                     WHERE kb_id = ANY($1::uuid[]) AND org_id = ANY($2::uuid[]) AND lexeme = ANY($3::text[])",
                     self.table
                 ),
-                &[&lexemes, &kb_ids, &tenants],
+                &[&kb_ids, &tenants, &lexemes],
             )
             .await?;
-        let totals = rows.iter().find(|r| r.get::<_, String>(0).is_empty());
-        let (chunks, occurrences) = totals.map_or((0.0, 0.0), |r| (r.get::<_, f64>(1), r.get::<_, f64>(2)));
+        let mut counted: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        for row in rows.iter().filter(|r| {
+            let pair = (r.get::<_, Uuid>(0), r.get::<_, Uuid>(1));
+            kb_ids.iter().zip(&tenants).any(|(kb, tenant)| (*kb, *tenant) == pair)
+        }) {
+            let entry = counted.entry(row.get(2)).or_default();
+            entry.0 += row.get::<_, f64>(3);
+            entry.1 += row.get::<_, f64>(4);
+        }
+        let (chunks, occurrences) = counted.get("").copied().unwrap_or_default();
         if chunks == 0.0 {
             return Ok(None);
         }
-        let mut terms: Vec<(String, f64)> = rows
+        let mut terms: Vec<(String, f64)> = words
             .iter()
-            .filter(|r| !r.get::<_, String>(0).is_empty())
-            .map(|r| (r.get::<_, String>(0), r.get::<_, f64>(1)))
+            .map(|(lexeme, _)| (lexeme.clone(), counted.get(lexeme).map_or(0.0, |(held, _)| *held)))
             .collect();
         terms.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
         let weight_of = |lexeme: &str| words.iter().find(|(w, _)| w == lexeme).map_or(0.0, |(_, weight)| *weight);
@@ -457,10 +473,11 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
         let mut rows = Vec::new();
         for base in self.scope {
             let sql = format!(
-                "SELECT {HIT_COLUMNS}, {} AS rank
+                "SELECT {}, {} AS rank
                  FROM {} AS c
                  WHERE kb_id = $1 AND {} {WHERE_FILTERS} AND c.search_vector @@ $9::text::tsquery
                  ORDER BY rank DESC, id LIMIT $13",
+                self.columns,
                 bm25_score(10),
                 self.table,
                 tenant_clause(base)
@@ -479,9 +496,13 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
         let Some(Statistics { average_length, lexemes, idfs, .. }) = self.statistics(words).await? else {
             return Ok(Vec::new());
         };
-        let sql =
-            format!("SELECT {HIT_COLUMNS}, {} AS rank FROM {} AS c WHERE c.id = ANY($1)", bm25_score(2), self.table);
-        let mut rows = self.client.query(&sql, &[&ids, &lexemes, &idfs, &average_length]).await?;
+        let sql = format!(
+            "SELECT {}, {} AS rank FROM {} AS c WHERE c.id = ANY($1) ORDER BY rank DESC, id LIMIT $5",
+            self.columns,
+            bm25_score(2),
+            self.table
+        );
+        let mut rows = self.client.query(&sql, &[&ids, &lexemes, &idfs, &average_length, &self.depth]).await?;
         best_first(&mut rows, self.depth);
         Ok(rows)
     }
