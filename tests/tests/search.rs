@@ -267,6 +267,36 @@ async fn a_selective_filter_still_returns_top_k_and_refusals_are_whole() {
     let results = answer["results"].as_array().expect("results");
     assert_eq!(results.len(), 10);
     assert!(results.iter().all(|r| r["metadata"]["document_type"] == "pdf"));
+    // The store's own answer for a probe, against distances computed without any index: the
+    // 1% filter (estimated within the exact bound) is read, counted and ranked exactly in one
+    // pass; one in seven passes more rows than the bound and goes to the index, all pdf.
+    let probe: Vec<f32> = (1..=384).map(|d| (d as f32 * 0.37).cos()).collect();
+    let scope = [sluice_store::ScopeBase { kb_id: kb, org_id: org }];
+    let rare = sluice_store::SearchFilters { organizational_unit: Some(vec!["Rare".to_owned()]), ..Default::default() };
+    let found: Vec<Uuid> = store
+        .search_chunks(name, &scope, &rare, &probe, 10)
+        .await
+        .expect("search")
+        .iter()
+        .map(|h| h.chunk_id)
+        .collect();
+    let mut exact: Vec<(f64, Uuid)> = db
+        .query(
+            &format!("SELECT embedding <=> $1, id FROM rag_{name} WHERE organizational_unit = 'Rare'"),
+            &[&pgvector::Vector::from(probe.clone())],
+        )
+        .await
+        .expect("distances")
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let exact: Vec<Uuid> = exact.iter().take(10).map(|(_, id)| *id).collect();
+    assert_eq!(found, exact, "a filter within the bound is ranked exactly");
+    let pdf = sluice_store::SearchFilters { document_type: Some(vec!["pdf".to_owned()]), ..Default::default() };
+    let hits = store.search_chunks(name, &scope, &pdf, &probe, 10).await.expect("search");
+    assert_eq!(hits.len(), 10);
+    assert!(hits.iter().all(|h| h.document_type.as_deref() == Some("pdf")), "{hits:?}");
     let (_, values) =
         stack.call_json(&user, Method::GET, &format!("/rag/collections/{name}/filter-values"), None).await;
     assert_eq!(values, json!({"organizational_unit": ["Common", "Rare"]}));
