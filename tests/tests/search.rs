@@ -549,14 +549,14 @@ async fn past_its_time_budget_the_keyword_leg_answers_with_the_words_it_has_read
     let db = stack.db().await;
     let store = stack.store(1).await;
     let (name, base, org) = bare_collection(&store, "budget").await;
-    // 900 long chunks hold "gasket" (read first: rarer), 1,100 one-word chunks "pump"; BM25
+    // 2,250 long chunks hold "gasket" (read first: rarer), 2,750 one-word chunks "pump"; BM25
     // ranks a short "pump" chunk above any long "gasket" one, so the exact answer needs the
-    // second, commoner word read.
+    // second, commoner word read. (A scope of a few thousand chunks would be read whole at once.)
     let sql = format!(
         "INSERT INTO rag_{name} (id, kb_id, org_id, document_id, chunk_index, content, embedding) \
          SELECT gen_random_uuid(), $1, $2, gen_random_uuid(), g, \
-                CASE WHEN g <= 900 THEN 'gasket' || repeat(' lamp', 20) ELSE 'pump' END, '[1,0,0]' \
-         FROM generate_series(1, 2000) AS g"
+                CASE WHEN g <= 2250 THEN 'gasket' || repeat(' lamp', 20) ELSE 'pump' END, '[1,0,0]' \
+         FROM generate_series(1, 5000) AS g"
     );
     db.execute(&sql, &[&base, &org]).await.expect("chunks");
     let scope = [sluice_store::ScopeBase { kb_id: base, org_id: Some(org) }];
@@ -574,8 +574,8 @@ async fn past_its_time_budget_the_keyword_leg_answers_with_the_words_it_has_read
         feedback: None,
         time_budget: Some(std::time::Duration::from_millis(1)),
     };
-    let all = store.search_keyword(&name, &scope, &Default::default(), "gasket pump", 2000, reading).await;
-    assert_eq!(all.expect("search").len(), 2000);
+    let all = store.search_keyword(&name, &scope, &Default::default(), "gasket pump", 5000, reading).await;
+    assert_eq!(all.expect("search").len(), 5000);
 }
 
 #[tokio::test]
