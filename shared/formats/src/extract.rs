@@ -185,8 +185,12 @@ fn read_image(kind: &FileKind, bytes: &[u8], options: &ExtractOptions, ocr: OcrO
             scanner.page(1, || decode_grey(bytes), &mut budget).map_err(|_| String::new())
         }
     }));
-    // An image OCR found no text in (or could not decode) stays a picture: no text, no note.
+    // An image OCR ran out of time on says so; one it found no text in (or could not decode)
+    // stays a picture: no text, no note.
     if read.is_err() || scanner.pages_read() == 0 {
+        if read.is_ok() && scanner.out_of_time() {
+            extraction.unreadable = Some(ocr_out_of_time(options));
+        }
         return;
     }
     scanner.note_unread(&mut budget);
@@ -214,6 +218,21 @@ fn decode_grey(bytes: &[u8]) -> Result<image::GrayImage, String> {
     limits.max_image_height = Some(20_000);
     reader.limits(limits);
     Ok(reader.decode().map_err(|e| format!("the image cannot be decoded: {e}"))?.to_luma8())
+}
+
+/// Why an image holds no text when OCR ran out of time before reading it: not that it has
+/// none.
+fn ocr_out_of_time(options: &ExtractOptions) -> String {
+    let limit = options.time_limit;
+    let limit = if limit.subsec_millis() == 0 {
+        format!("{}-second", limit.as_secs())
+    } else {
+        format!("{}-millisecond", limit.as_millis())
+    };
+    format!(
+        "ocr: the image's text was not read: OCR ran out of the {limit} limit before it finished the page \
+         (the reader was busy, or the page is dense); upload it again, or to a knowledge base, whose parse has longer"
+    )
 }
 
 fn took_too_long(options: &ExtractOptions) -> String {

@@ -37,6 +37,8 @@ pub struct Scanner {
     slowest: Duration,
     read: u32,
     unread: Vec<(u32, Unread)>,
+    /// Pages the time ran out in, their beginning read.
+    read_in_part: Vec<u32>,
     spans: Vec<(usize, usize)>,
     /// Lines kept though the recognizer read them with low confidence.
     low_confidence_lines: u32,
@@ -56,6 +58,7 @@ impl Scanner {
             slowest: Duration::ZERO,
             read: 0,
             unread: Vec::new(),
+            read_in_part: Vec::new(),
             spans: Vec::new(),
             low_confidence_lines: 0,
             out_of_time: false,
@@ -127,6 +130,10 @@ impl Scanner {
         match read {
             Ok(page) => {
                 self.read += 1;
+                if page.unfinished {
+                    self.out_of_time = true;
+                    self.read_in_part.push(number);
+                }
                 self.low_confidence_lines += u32::try_from(page.low_confidence_lines).unwrap_or(u32::MAX);
                 let start = budget.len();
                 let pushed = budget.push(page.text.trim_end());
@@ -150,8 +157,13 @@ impl Scanner {
         }
     }
 
-    /// Ends the text with a line naming the scanned pages that were not read, and why.
+    /// Ends the text with a line naming the scanned pages that were not read, or read in part,
+    /// and why.
     pub fn note_unread(&self, budget: &mut TextBudget) {
+        if !self.read_in_part.is_empty() {
+            let pages = ranges(&self.read_in_part);
+            let _ = budget.push(&format!("[Scanned pages read in part: {pages} (the time limit ran out).]\n"));
+        }
         let reasons = [
             (Unread::Cap, format!("OCR reads at most {} pages of a file here", self.options.max_pages)),
             (Unread::Time, "the time limit ran out".to_owned()),

@@ -129,12 +129,50 @@ fn pages_the_time_limit_cannot_hold_are_named_and_the_rest_kept() {
     let extraction = extract(kind_for_filename("a.pdf").expect("pdf"), &file, &options).expect("read");
     assert_eq!(extraction.unreadable, None, "running out of time is not unreadable");
     let text = extraction.text.expect("text");
-    // Whether the last page was skipped by OCR or never reached, it is named.
+    // Whether the last page was read in part, skipped by OCR or never reached, it is named.
     let note = text.lines().last().expect("a note");
-    let named = (note.starts_with("[Scanned pages not read: ") && note.ends_with("4 (the time limit ran out).]"))
+    let named = ((note.starts_with("[Scanned pages not read: ") || note.starts_with("[Scanned pages read in part: "))
+        && note.ends_with("4 (the time limit ran out).]"))
         || (note.starts_with("[Page") && note.contains("4 w") && note.ends_with("not read: the time limit ran out.]"));
     assert!(named, "{text}");
     assert!(extraction.ocr_pages.unwrap_or(0) < 4, "{text}");
+}
+
+#[test]
+fn an_image_ocr_had_no_time_for_says_so_instead_of_passing_for_a_picture() {
+    let png = png_of(&scanned_page(PAGE_ONE, 150, 0.0, 7));
+    let mut options = ocr(1);
+    options.time_limit = std::time::Duration::from_millis(200);
+    let extraction = extract(kind_for_filename("photo.png").expect("png"), &png, &options).expect("read");
+    assert_eq!(extraction.text, None);
+    let note = extraction.unreadable.expect("a note");
+    assert!(note.starts_with("ocr: the image's text was not read: OCR ran out of the 200-millisecond limit"), "{note}");
+    // With the time, the same image is read.
+    let read = extract(kind_for_filename("photo.png").expect("png"), &png, &ocr(1)).expect("read");
+    assert_eq!(read.unreadable, None);
+    assert!(recall(PAGE_ONE, read.text.as_deref().unwrap_or_default()) >= 0.8, "{read:?}");
+}
+
+#[test]
+fn a_page_the_time_cuts_short_keeps_its_beginning_in_reading_order() {
+    let page = sluice_formats::pdf::render_pages(&pdf_two_columns(LEFT, RIGHT), 150).expect("render");
+    let scan = scanned(&page[0].0, 150, 1.2, 12);
+    let engine = sluice_ocr::engine().expect("the OCR engine");
+    let whole = engine.read_until(&scan, |_| false).expect("read");
+    assert!(!whole.unfinished && whole.text.contains("pilot station on the northern pier"), "{}", whole.text);
+    // Stopped once the first window of lines is read: the left column, first, is kept whole.
+    let part = engine.read_until(&scan, |windows| windows >= 1).expect("read in part");
+    assert!(part.unfinished, "{part:?}");
+    assert!(
+        part.text.contains("The harbour authority") && part.text.contains("last line of the left"),
+        "{}",
+        part.text
+    );
+    assert!(!part.text.contains("pilot station on the northern pier"), "{}", part.text);
+    assert!(part.lines < whole.lines, "{part:?}");
+    assert!(whole.text.starts_with(&part.text[..40]), "the same beginning:\n{}\n---\n{}", part.text, whole.text);
+    // Stopped before anything was read: no text is passed off as the page's.
+    assert_eq!(engine.read_until(&scan, |_| true), Err(sluice_ocr::OcrError::Time));
 }
 
 #[test]

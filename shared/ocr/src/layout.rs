@@ -295,9 +295,18 @@ pub fn in_reading_order<T>(lines: Vec<(RotatedRect, T)>, min_column_width: f32) 
 /// Recognized lines into text, column by column: blocks apart by a blank line, rows by a
 /// line break (a blank line where a paragraph ends), lines sharing a row by a space.
 pub fn reading_order(lines: Vec<(RotatedRect, String)>) -> String {
+    reading_order_of_some(lines.into_iter().map(|(rect, text)| (rect, Some(text))).collect())
+}
+
+/// As [`reading_order`], of the lines that have a text; the lines without one (not read) still
+/// shape the page's columns, as a page read in part keeps the layout of the whole page.
+pub fn reading_order_of_some(lines: Vec<(RotatedRect, Option<String>)>) -> String {
     let mut blocks: Vec<String> = Vec::new();
     for row in in_reading_order(lines, MIN_COLUMN_WIDTH) {
-        let words: Vec<&str> = row.lines.iter().map(|l| l.1.as_str()).collect();
+        let words: Vec<&str> = row.lines.iter().filter_map(|l| l.1.as_deref()).collect();
+        if words.is_empty() {
+            continue;
+        }
         match (row.before, blocks.last_mut()) {
             (Break::Block, _) | (_, None) => blocks.push(String::new()),
             (Break::Paragraph, Some(block)) => block.push_str("\n\n"),

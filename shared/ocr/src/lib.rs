@@ -11,7 +11,8 @@
 //! The library and the models are loaded once per process, on first use, from
 //! `ORT_DYLIB_PATH` and `SLUICE_OCR_MODEL_DIR`. A page is read in two passes: the detector
 //! finds text lines as rotated rectangles (so a skewed scan's lines are cut straight), and the
-//! recognizer reads each line, a batch at a time, checking the deadline between batches.
+//! recognizer reads the lines in reading order, a window of them at a time, checking the
+//! deadline between batches; a page the deadline cuts short keeps the windows read whole.
 //! Memory is bounded by one page: the detector sees the page at most [`MAX_SIDE`] pixels on a
 //! side.
 
@@ -57,6 +58,10 @@ const MIN_LINE_WIDTH: u32 = 320;
 const MAX_LINE_RATIO: u32 = 40;
 /// The most lines the recognizer reads at once.
 const BATCH: usize = 8;
+/// Pieces of lines read as one window, in reading order: a page the time cuts short keeps the
+/// windows read whole. Within a window the pieces are batched by width; a window of 16 is about
+/// a column's third on a dense page, and pads its batches little more than the whole page did.
+const WINDOW: usize = 16;
 /// The most recognizer columns (pixels of width at 48 high) read at once: its memory grows
 /// with them — measured, about 105 MiB loaded, 190 MiB for one full-width line, 625 MiB for
 /// eight — so full-width lines are read two at a time and short ones eight.
@@ -110,6 +115,8 @@ pub struct PageText {
     pub lines: usize,
     /// Lines kept though read with low confidence (a poor scan shows many).
     pub low_confidence_lines: usize,
+    /// The time ran out before every line was read: the text is the page's beginning.
+    pub unfinished: bool,
 }
 
 /// The loaded runtime and models.
@@ -190,8 +197,17 @@ fn load() -> Result<Engine, String> {
 }
 
 impl Engine {
-    /// Reads one page. `Err(Time)` when `deadline` passes first.
+    /// Reads one page. When `deadline` passes first, what was read is kept (the page's
+    /// beginning, `unfinished`); `Err(Time)` when nothing was.
     pub fn read(&self, page: &GrayImage, deadline: Instant) -> Result<PageText, OcrError> {
+        self.read_until(page, |_| Instant::now() > deadline)
+    }
+
+    /// Reads one page, asking `stop` (with the windows of lines read so far) before each batch
+    /// of lines whether to stop there. The lines are read in reading order, [`WINDOW`] pieces at
+    /// a time, so a page stopped early keeps its beginning: the lines of every window read
+    /// whole. `Err(Time)` when stopped before a window was read.
+    pub fn read_until(&self, page: &GrayImage, mut stop: impl FnMut(usize) -> bool) -> Result<PageText, OcrError> {
         if page.width() < 8 || page.height() < 8 {
             return Ok(PageText::default());
         }
@@ -209,47 +225,68 @@ impl Engine {
         };
         let mut lines = layout::split_at_column_gaps(page, detected, ink);
         lines.truncate(MAX_LINES);
+        // The lines in reading order, as the text will have them, so the first read are the
+        // page's beginning.
+        let ordered = layout::in_reading_order(
+            lines.iter().copied().enumerate().map(|(index, line)| (line, index)).collect(),
+            layout::MIN_COLUMN_WIDTH,
+        );
         // Each line in pieces the recognizer reads at its scale: (line, piece).
-        let pieces: Vec<(usize, RotatedRect)> = lines
-            .iter()
-            .enumerate()
-            .flat_map(|(index, line)| cut_at_word_gaps(page, line, ink).into_iter().map(move |piece| (index, piece)))
+        let pieces: Vec<(usize, RotatedRect)> = ordered
+            .into_iter()
+            .flat_map(|row| row.lines.into_iter().map(|(_, index)| index))
+            .flat_map(|index| cut_at_word_gaps(page, &lines[index], ink).into_iter().map(move |piece| (index, piece)))
             .collect();
-        let mut read: Vec<Option<ReadPiece>> = vec![None; pieces.len()];
         // Each piece fitted to the rows its ink fills: small type fills the recognizer's 48
         // pixels as its training text did, instead of the detector's padding.
         let fitted: Vec<RotatedRect> =
             pieces.iter().map(|(_, piece)| geometry::fit_to_ink(page, piece, ink, INK_MARGIN)).collect();
-        // Pieces of like width share a batch, so little of a batch is padding.
-        let mut order: Vec<usize> = (0..pieces.len()).collect();
-        order.sort_by(|&a, &b| fitted[a].aspect().total_cmp(&fitted[b].aspect()));
-        for batch in batches(&order, |i| recognizer_width(&fitted[i])) {
-            if Instant::now() > deadline {
-                return Err(OcrError::Time);
+        let mut read: Vec<Option<ReadPiece>> = vec![None; pieces.len()];
+        let mut windows_read = 0;
+        'windows: for window in (0..pieces.len()).collect::<Vec<_>>().chunks(WINDOW) {
+            // Within a window, pieces of like width share a batch, so little of it is padding.
+            let mut order = window.to_vec();
+            order.sort_by(|&a, &b| fitted[a].aspect().total_cmp(&fitted[b].aspect()));
+            for batch in batches(&order, |i| recognizer_width(&fitted[i])) {
+                if stop(windows_read) {
+                    break 'windows;
+                }
+                let texts = self.recognize(page, batch.iter().map(|&i| &fitted[i]))?;
+                for (&i, text) in batch.iter().zip(texts) {
+                    read[i] = text;
+                }
             }
-            let texts = self.recognize(page, batch.iter().map(|&i| &fitted[i]))?;
-            for (&i, text) in batch.iter().zip(texts) {
-                read[i] = text;
-            }
+            windows_read += 1;
         }
-        // A line's pieces joined in order; it is read poorly when a piece is.
+        let pieces_read = (windows_read * WINDOW).min(pieces.len());
+        if pieces_read == 0 && !pieces.is_empty() {
+            return Err(OcrError::Time);
+        }
+        // A line's pieces joined in order; it is read poorly when a piece is. A line cut by
+        // the stop (its first pieces read, not its last) is left out whole.
         let mut per_line: Vec<(Vec<String>, bool)> = vec![(Vec::new(), false); lines.len()];
-        for ((index, _), piece) in pieces.iter().zip(read) {
-            if let Some(piece) = piece {
+        let mut whole = vec![true; lines.len()];
+        for (position, ((index, _), piece)) in pieces.iter().zip(read).enumerate() {
+            if position >= pieces_read {
+                whole[*index] = false;
+            } else if let Some(piece) = piece {
                 per_line[*index].0.push(piece.text);
                 per_line[*index].1 |= piece.mean < LOW_CONFIDENCE;
             }
         }
-        let recognized: Vec<(RotatedRect, String, bool)> = lines
+        // Lines read (a line read as noise is dropped), and lines not read, which keep their
+        // place in the page's layout.
+        let laid_out: Vec<(RotatedRect, Option<String>, bool)> = lines
             .iter()
             .zip(per_line)
-            .filter(|(_, (texts, _))| !texts.is_empty())
-            .map(|(line, (texts, poor))| (*line, texts.join(" "), poor))
+            .zip(whole)
+            .filter(|((_, (texts, _)), whole)| !*whole || !texts.is_empty())
+            .map(|((line, (texts, poor)), whole)| (*line, whole.then(|| texts.join(" ")), poor))
             .collect();
-        let low_confidence_lines = recognized.iter().filter(|(_, _, poor)| *poor).count();
-        let count = recognized.len();
-        let text = layout::reading_order(recognized.into_iter().map(|(rect, text, _)| (rect, text)).collect());
-        Ok(PageText { text, lines: count, low_confidence_lines })
+        let low_confidence_lines = laid_out.iter().filter(|(_, text, poor)| text.is_some() && *poor).count();
+        let count = laid_out.iter().filter(|(_, text, _)| text.is_some()).count();
+        let text = layout::reading_order_of_some(laid_out.into_iter().map(|(rect, text, _)| (rect, text)).collect());
+        Ok(PageText { text, lines: count, low_confidence_lines, unfinished: pieces_read < pieces.len() })
     }
 
     /// Text lines on the page, in page coordinates.
