@@ -86,6 +86,8 @@ async fn an_unreadable_document_is_stored_with_no_preview_and_no_text() {
     let (status, body) = upload(&stack, &user, "broken.pdf", broken).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["preview"], Value::Null);
+    let note = body["parse_note"].as_str().unwrap_or_else(|| panic!("the file says why it has no text: {body}"));
+    assert!(!note.is_empty(), "{body}");
     let id = body["id"].as_str().expect("id");
     assert_eq!(text_response(&stack, &user, id).await.status().as_u16(), 404);
 }

@@ -30,6 +30,9 @@ struct FileView {
     preview: Option<String>,
     checksum_sha256: Option<String>,
     rejection: Option<String>,
+    /// Why an accepted file holds no text, or less than it shows (a parser that failed, OCR
+    /// that ran out of time); `None` when nothing is amiss, or the file simply has none.
+    parse_note: Option<String>,
     message_id: Option<Uuid>,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
@@ -65,6 +68,7 @@ impl From<ChatFile> for FileView {
             preview: file.preview,
             checksum_sha256: file.checksum_sha256,
             rejection: file.rejection,
+            parse_note: file.parse_note,
             message_id: file.message_id,
             created_at: file.created_at,
             reference,

@@ -64,14 +64,17 @@ impl<'a> Container<'a> {
     /// A member's bytes (it was checked against the limits when the container opened); every
     /// read counts against the archive's total, however often a part is read.
     pub fn read(&mut self, name: &str) -> Result<Vec<u8>, ContainerError> {
-        let mut member =
-            self.archive.by_name(name).map_err(|e| ContainerError::Corrupt(format!("part {name:?}: {e}")))?;
+        // Described in Sluice's words: the reason is stored and shown with the file.
+        let mut member = self.archive.by_name(name).map_err(|e| match e {
+            zip::result::ZipError::FileNotFound => ContainerError::Corrupt(format!("part {name:?} is missing")),
+            _ => ContainerError::Corrupt(format!("part {name:?} is damaged")),
+        })?;
         let left = self.limits.max_total_bytes.saturating_sub(self.read_bytes);
         let mut out = Vec::new();
         (&mut member)
             .take(self.limits.max_member_bytes.min(left) + 1)
             .read_to_end(&mut out)
-            .map_err(|e| ContainerError::Corrupt(format!("part {name:?}: {e}")))?;
+            .map_err(|_| ContainerError::Corrupt(format!("part {name:?} is damaged: it cannot be unpacked")))?;
         self.read_bytes += out.len() as u64;
         if self.read_bytes > self.limits.max_total_bytes {
             return Err(crate::archive::refuse(

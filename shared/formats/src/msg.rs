@@ -91,8 +91,9 @@ pub struct MessageFacts {
 
 /// Reads a `.msg` into the budget; the message's own date and subject when it has them.
 pub fn msg(bytes: &[u8], budget: &mut TextBudget) -> Result<MessageFacts, ReadError> {
-    let mut file = cfb::CompoundFile::open(Cursor::new(bytes))
-        .map_err(|e| ReadError::Unreadable(format!("not a readable Outlook message: {e}")))?;
+    let mut file = cfb::CompoundFile::open(Cursor::new(bytes)).map_err(|_| {
+        ReadError::Unreadable("not a readable Outlook message: the file is damaged or truncated".to_owned())
+    })?;
     if !file.is_stream("/__properties_version1.0") && !file.is_stream("/__nameid_version1.0/__substg1.0_00020102") {
         return Err(ReadError::Unreadable("the compound file holds no Outlook message properties".to_owned()));
     }

@@ -139,7 +139,14 @@ pub fn pdf(
         PdfiumError::PdfiumLibraryInternalError(PdfiumInternalError::PasswordError) => {
             ReadError::Unreadable("the PDF is protected by a password".to_owned())
         }
-        other => ReadError::Unreadable(format!("not a readable PDF: {other}")),
+        // In Sluice's words, not PDFium's: the reason is stored and shown with the file.
+        PdfiumError::PdfiumLibraryInternalError(PdfiumInternalError::SecurityError) => {
+            ReadError::Unreadable("not a readable PDF: it is encrypted in a way the reader cannot open".to_owned())
+        }
+        PdfiumError::PdfiumLibraryInternalError(PdfiumInternalError::PageError) => {
+            ReadError::Unreadable("not a readable PDF: its pages are damaged".to_owned())
+        }
+        _ => ReadError::Unreadable("not a readable PDF: the file is damaged, truncated or not a PDF".to_owned()),
     })?;
     let pages = document.pages();
     let mut stats = PdfStats {

@@ -218,8 +218,7 @@ fn after_sheet(result: Result<bool, Stop>, stats: SheetStats) -> Option<Result<S
 /// duplicate parts, DOCTYPEs), so calamine only ever sees a safe zip.
 pub fn xlsx(bytes: &[u8], budget: &mut TextBudget, markdown: bool) -> Result<SheetStats, ReadError> {
     let out = &mut SheetOut::new(markdown);
-    let mut workbook: Xlsx<_> =
-        Xlsx::new(Cursor::new(bytes)).map_err(|e| ReadError::Unreadable(format!("not a readable workbook: {e}")))?;
+    let mut workbook: Xlsx<_> = Xlsx::new(Cursor::new(bytes)).map_err(|_| unreadable_workbook())?;
     let mut stats = SheetStats::default();
     for name in workbook.sheet_names() {
         let result = (|| -> Result<bool, Stop> {
@@ -271,8 +270,7 @@ pub fn xls(bytes: &[u8], budget: &mut TextBudget, markdown: bool) -> Result<Shee
     let out = &mut SheetOut::new(markdown);
     let workbook_stream = check_compound_file(bytes)?;
     check_biff_cell_span(&workbook_stream)?;
-    let mut workbook: Xls<_> =
-        Xls::new(Cursor::new(bytes)).map_err(|e| ReadError::Unreadable(format!("not a readable workbook: {e}")))?;
+    let mut workbook: Xls<_> = Xls::new(Cursor::new(bytes)).map_err(|_| unreadable_workbook())?;
     let mut stats = SheetStats::default();
     for name in workbook.sheet_names() {
         let Ok(range) = workbook.worksheet_range(&name) else { continue };
@@ -475,7 +473,9 @@ fn check_biff_cell_span(stream: &[u8]) -> Result<(), ReadError> {
 /// `Unreadable` on any inconsistency.
 pub fn check_compound_file(bytes: &[u8]) -> Result<Vec<u8>, ReadError> {
     use std::io::Read;
-    let unreadable = |e: std::io::Error| ReadError::Unreadable(format!("not a readable compound file: {e}"));
+    let unreadable = |_: std::io::Error| {
+        ReadError::Unreadable("not a readable compound file: the file is damaged or truncated".to_owned())
+    };
     let mut file = cfb::CompoundFile::open(Cursor::new(bytes)).map_err(unreadable)?;
     let streams: Vec<std::path::PathBuf> =
         file.walk().filter(|e| e.is_stream()).map(|e| e.path().to_path_buf()).take(10_000).collect();
@@ -504,6 +504,14 @@ pub fn check_compound_file(bytes: &[u8]) -> Result<Vec<u8>, ReadError> {
         }
     }
     Ok(workbook)
+}
+
+/// Why a workbook the spreadsheet reader refuses yields no text, in Sluice's words (the
+/// reader's own error is a parser's, not something to show with the file).
+fn unreadable_workbook() -> ReadError {
+    ReadError::Unreadable(
+        "not a readable workbook: the file is damaged, truncated or not the format its name says".to_owned(),
+    )
 }
 
 #[cfg(test)]

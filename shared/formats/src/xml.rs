@@ -27,7 +27,10 @@ pub fn walk<E: From<XmlError>>(xml: &[u8], mut visit: impl FnMut(Node<'_>) -> Re
     reader.config_mut().check_end_names = false;
     let mut buf = Vec::new();
     loop {
-        let event = reader.read_event_into(&mut buf).map_err(|e| XmlError::Malformed(e.to_string()))?;
+        // Where, not the parser's own wording: the reason is stored and shown with the file.
+        let event = reader
+            .read_event_into(&mut buf)
+            .map_err(|_| XmlError::Malformed(format!("at byte {}", reader.error_position())))?;
         let go_on = match &event {
             Event::Start(start) => visit(Node::Start(start))?,
             Event::Empty(start) => visit(Node::Empty(start))?,
