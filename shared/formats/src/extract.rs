@@ -230,8 +230,8 @@ fn ocr_out_of_time(options: &ExtractOptions) -> String {
         format!("{}-millisecond", limit.as_millis())
     };
     format!(
-        "ocr: the image's text was not read: OCR ran out of the {limit} limit before it finished the page \
-         (the reader was busy, or the page is dense); upload it again, or to a knowledge base, whose parse has longer"
+        "ocr: the image's text was not read: OCR ran out of the {limit} limit before it had read a part of the \
+         page (the reader was busy, or the page is dense); upload it again, or as a smaller or sharper image"
     )
 }
 

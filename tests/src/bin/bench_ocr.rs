@@ -9,6 +9,8 @@
 //!                            ground truth beside each (`*.gt.txt`: a real page's own text layer)
 //!   bench-ocr read DIR       Sluice reads every PNG (then the PDFs and TIFFs), writing
 //!                            `*.sluice.txt`; prints pages/s and peak resident memory
+//!   bench-ocr pages DIR PREFIX DPI   seconds per page for the PNGs named PREFIX*-DPI-*, read as
+//!                            the chat path reads an image (20 s), on the CPUs it may use
 //!   bench-ocr score DIR ENGINE   character error rate of `*.ENGINE.txt` against the truth;
 //!                            for the real pages also word recall and precision (order-free)
 //!                            per document and resolution
@@ -361,10 +363,51 @@ fn main() {
             }
         }
         (Some("read"), Some(dir)) => read(Path::new(dir)),
+        (Some("pages"), Some(dir)) => match (args.get(3), args.get(4)) {
+            (Some(prefix), Some(dpi)) => pages(Path::new(dir), prefix, dpi),
+            _ => usage(),
+        },
         (Some("score"), Some(dir)) => score(Path::new(dir), args.get(3).map_or("sluice", String::as_str)),
-        _ => {
-            eprintln!("usage: bench-ocr generate DIR [CORPUS] | read DIR | score DIR [ENGINE]");
-            std::process::exit(2);
-        }
+        _ => usage(),
+    }
+}
+
+fn usage() {
+    eprintln!("usage: bench-ocr generate DIR [CORPUS] | read DIR | pages DIR PREFIX DPI | score DIR [ENGINE]");
+    std::process::exit(2);
+}
+
+/// Seconds per page for the PNGs of `dir` whose names start with `prefix`, at `dpi`, each read alone
+/// with the time it would get on the chat path's 20 seconds: how long a page takes on the CPUs
+/// this process may use (`taskset` narrows them), and whether it is read whole.
+fn pages(dir: &Path, prefix: &str, dpi: &str) {
+    sluice_ocr::engine().expect("the OCR engine (run under infra/local/bench-ocr)");
+    let pngs: Vec<PathBuf> = files(dir, "png")
+        .into_iter()
+        .filter(|p| {
+            p.file_name().is_some_and(|n| {
+                let name = n.to_string_lossy();
+                name.starts_with(prefix) && name.contains(&format!("-{dpi}-"))
+            })
+        })
+        .collect();
+    let mut seconds = Vec::new();
+    for png in &pngs {
+        let name = png.file_name().and_then(|n| n.to_str()).expect("name");
+        let bytes = std::fs::read(png).expect("read");
+        let mut options = ExtractOptions::new(10_000_000).with_ocr(Some(OcrOptions { dpi: 150, max_pages: 3 }));
+        options.time_limit = std::time::Duration::from_secs(20);
+        let started = Instant::now();
+        let extraction = extract(kind_for_filename(name).expect("kind"), &bytes, &options).expect("accepted");
+        let took = started.elapsed().as_secs_f64();
+        let text = extraction.text.unwrap_or_default();
+        let whole = !text.contains("[Scanned pages read in part") && extraction.unreadable.is_none();
+        println!("{name}: {took:.2} s, {}", if whole { "read whole" } else { "cut by the 20-second limit" });
+        seconds.push(took);
+    }
+    seconds.sort_by(f64::total_cmp);
+    if let Some(median) = seconds.get(seconds.len() / 2) {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        println!("{prefix}* at {dpi} dpi: {} pages on {cpus} CPU(s), median {median:.2} s a page", seconds.len());
     }
 }
