@@ -6,7 +6,8 @@
 //! `libonnxruntime.so` (the `onnxruntime` wheel's) is bound at run time like PDFium. Why this
 //! and not Tesseract: both the runtime and the models come from PyPI wheels whose Linux
 //! builds run on `provided.al2023` arm64 as a layer (Debian's Tesseract is built for a newer
-//! glibc), and on the generated scan set it reads more accurately and faster (BENCHMARKS.md).
+//! glibc), and on real and generated scans it reads more accurately — though about three
+//! times slower than Tesseract run with one thread (BENCHMARKS.md).
 //!
 //! The library and the models are loaded once per process, on first use, from
 //! `ORT_DYLIB_PATH` and `SLUICE_OCR_MODEL_DIR`. A page is read in two passes: the detector
