@@ -223,12 +223,7 @@ fn decode_grey(bytes: &[u8]) -> Result<image::GrayImage, String> {
 /// Why an image holds no text when OCR ran out of time before reading it: not that it has
 /// none.
 fn ocr_out_of_time(options: &ExtractOptions) -> String {
-    let limit = options.time_limit;
-    let limit = if limit.subsec_millis() == 0 {
-        format!("{}-second", limit.as_secs())
-    } else {
-        format!("{}-millisecond", limit.as_millis())
-    };
+    let limit = time_limit_words(options);
     format!(
         "ocr: the image's text was not read: OCR ran out of the {limit} limit before it had read a part of the \
          page (the reader was busy, or the page is dense); upload it again, or as a smaller or sharper image"
@@ -236,7 +231,18 @@ fn ocr_out_of_time(options: &ExtractOptions) -> String {
 }
 
 fn took_too_long(options: &ExtractOptions) -> String {
-    format!("reading the file took longer than the {}-second limit", options.time_limit.as_secs())
+    format!("reading the file took longer than the {} limit", time_limit_words(options))
+}
+
+/// The parse's time limit as a message names it: "20-second" (a limit under whole seconds, as
+/// tests set, in milliseconds).
+fn time_limit_words(options: &ExtractOptions) -> String {
+    let limit = options.time_limit;
+    if limit.subsec_millis() == 0 {
+        format!("{}-second", limit.as_secs())
+    } else {
+        format!("{}-millisecond", limit.as_millis())
+    }
 }
 
 /// Spans cut to the text's final length (trailing blanks are trimmed after reading).

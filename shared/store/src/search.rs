@@ -552,32 +552,29 @@ fn first_tier(holding: &[f64], chunks: f64) -> usize {
     if chunks <= WHOLE_SCOPE_CHUNKS {
         return holding.len();
     }
-    let mut total = 0.0;
-    let mut read = 0;
-    for held in holding {
-        if read > 0 && total + held > RARE_CANDIDATES {
-            break;
-        }
-        total += held;
-        read += 1;
-    }
-    read
+    tier_end(holding, 0, RARE_CANDIDATES)
 }
 
 /// How many words the reading after one of `read` words reads: at least one more, and more
 /// while together they are held by at most [`TIER_GROWTH`] times the chunks holding those read.
 fn next_tier(holding: &[f64], read: usize) -> usize {
     let held: f64 = holding[..read.min(holding.len())].iter().sum();
-    let mut total = held;
-    let mut next = read;
-    while let Some(&more) = holding.get(next) {
-        if next > read && total + more > TIER_GROWTH * held.max(1.0) {
+    tier_end(holding, read, TIER_GROWTH * held.max(1.0))
+}
+
+/// The end of the tier after the first `read` of `holding`: one more word while one is left,
+/// and more while the chunks holding every word to the end stay within `budget`.
+fn tier_end(holding: &[f64], read: usize, budget: f64) -> usize {
+    let mut total: f64 = holding[..read.min(holding.len())].iter().sum();
+    let mut end = read;
+    while let Some(&more) = holding.get(end) {
+        if end > read && total + more > budget {
             break;
         }
         total += more;
-        next += 1;
+        end += 1;
     }
-    next.max(read + 1)
+    end
 }
 
 /// A `tsquery` matching any of `lexemes`, each taken as it is (quoted: no parsing, no
