@@ -24,7 +24,22 @@ fn decoder(bytes: &[u8]) -> Result<Decoder<Cursor<&[u8]>>, String> {
     limits.decoding_buffer_size = MAX_PAGE_BYTES;
     limits.intermediate_buffer_size = MAX_PAGE_BYTES;
     limits.ifd_value_size = 4 << 20;
-    Decoder::new(Cursor::new(bytes)).map(|d| d.with_limits(limits)).map_err(|e| format!("not a readable TIFF: {e}"))
+    Decoder::new(Cursor::new(bytes))
+        .map(|d| d.with_limits(limits))
+        .map_err(|e| format!("not a readable TIFF: {}", reason(&e)))
+}
+
+/// Why the decoder stopped, in Sluice's words (its own error text is never stored or answered).
+fn reason(error: &tiff::TiffError) -> &'static str {
+    match error {
+        tiff::TiffError::FormatError(_) => "its structure is broken",
+        tiff::TiffError::UnsupportedError(_) => {
+            "it uses a TIFF feature Sluice does not decode (a compression or a layout)"
+        }
+        tiff::TiffError::IoError(_) => "its data ends early",
+        tiff::TiffError::LimitsExceeded | tiff::TiffError::IntSizeError => "a page is larger than Sluice decodes",
+        _ => "the decoder could not read it",
+    }
 }
 
 /// Decodes every page (proving the file can be shown: a page that fails later would fail
@@ -38,7 +53,7 @@ fn check_pages(bytes: &[u8], deadline: std::time::Instant) -> Result<u32, String
     let mut pages = 1;
     loop {
         check_data_layout(&mut decoder, bytes.len() as u64).map_err(|e| format!("page {pages}: {e}"))?;
-        decoder.read_image().map_err(|e| format!("page {pages} cannot be decoded: {e}"))?;
+        decoder.read_image().map_err(|e| format!("page {pages} cannot be decoded: {}", reason(&e)))?;
         if std::time::Instant::now() > deadline {
             return Err("decoding the pages took longer than the time limit".to_owned());
         }
@@ -48,7 +63,7 @@ fn check_pages(bytes: &[u8], deadline: std::time::Instant) -> Result<u32, String
         if pages == MAX_PAGES_COUNTED {
             return Err(format!("more than {MAX_PAGES_COUNTED} pages"));
         }
-        decoder.next_image().map_err(|e| format!("page {} cannot be read: {e}", pages + 1))?;
+        decoder.next_image().map_err(|e| format!("page {} cannot be read: {}", pages + 1, reason(&e)))?;
         pages += 1;
     }
 }
@@ -96,23 +111,24 @@ fn convert_page(bytes: &[u8], index: u32) -> Result<Vec<u8>, String> {
         if !decoder.more_images() {
             return Err(format!("the TIFF has {} pages", page + 1));
         }
-        decoder.next_image().map_err(|e| format!("page {} cannot be read: {e}", page + 2))?;
+        decoder.next_image().map_err(|e| format!("page {} cannot be read: {}", page + 2, reason(&e)))?;
     }
     page_to_png(&mut decoder)
 }
 
 fn page_to_png(decoder: &mut Decoder<Cursor<&[u8]>>) -> Result<Vec<u8>, String> {
-    let (width, height) = decoder.dimensions().map_err(|e| e.to_string())?;
-    let color = decoder.colortype().map_err(|e| e.to_string())?;
-    let image = decoder.read_image().map_err(|e| format!("the image cannot be decoded: {e}"))?;
+    let (width, height) = decoder.dimensions().map_err(|e| reason(&e).to_owned())?;
+    let color = decoder.colortype().map_err(|e| reason(&e).to_owned())?;
+    let image = decoder.read_image().map_err(|e| format!("the image cannot be decoded: {}", reason(&e)))?;
     let (samples, png_color) = to_eight_bit(image, color, width as usize, height as usize)?;
     let mut out = Vec::new();
     let mut encoder = png::Encoder::new(&mut out, width, height);
     encoder.set_color(png_color);
     encoder.set_depth(png::BitDepth::Eight);
-    let mut writer = encoder.write_header().map_err(|e| e.to_string())?;
-    writer.write_image_data(&samples).map_err(|e| e.to_string())?;
-    writer.finish().map_err(|e| e.to_string())?;
+    let not_written = |_| "the page could not be written as PNG".to_owned();
+    let mut writer = encoder.write_header().map_err(not_written)?;
+    writer.write_image_data(&samples).map_err(not_written)?;
+    writer.finish().map_err(not_written)?;
     Ok(out)
 }
 

@@ -114,3 +114,46 @@ proptest! {
         prop_assert_eq!(outcome.is_ok(), fits);
     }
 }
+
+#[test]
+fn a_broken_archive_or_tiff_is_refused_in_sluices_words_never_the_readers() {
+    let zip = raw_zip(&[RawZipEntry::file("a.txt", b"hello").deflated()]);
+    let tar = tar_gz(&[(b"a.txt", b'0', b"hello hello hello hello")]);
+    let tiff_header: &[u8] = b"II*\x00\x08\x00\x00\x00\xff\xff";
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        // The central directory's signature with nothing after it.
+        (
+            "cut.zip",
+            zip[..zip.len() - 10].to_vec(),
+            "not a readable zip archive (its central directory is missing or broken)",
+        ),
+        ("cut.tar.gz", tar[..tar.len() / 2].to_vec(), "a member's header cannot be read"),
+        (
+            "bad-crc.tgz",
+            {
+                let mut t = tar.clone();
+                let n = t.len();
+                t[n - 8] ^= 0xff;
+                t
+            },
+            "the compressed stream is broken",
+        ),
+        ("cut.tiff", tiff_header.to_vec(), "not a readable TIFF: "),
+    ];
+    for (name, bytes, ours) in cases {
+        let refusal = match check_upload(name, None, &bytes) {
+            Ok(accepted) => extract(accepted.kind, &bytes, &ExtractOptions::new(200_000)).expect_err(name),
+            Err(refusal) => refusal,
+        };
+        assert!(refusal.message.contains(ours), "{name}: {}", refusal.message);
+        for library in [
+            "invalid Zip archive",
+            "format error",
+            "unsupported error",
+            "failed to fill whole buffer",
+            "unexpected end",
+        ] {
+            assert!(!refusal.message.contains(library), "{name}: {}", refusal.message);
+        }
+    }
+}

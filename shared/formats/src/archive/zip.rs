@@ -36,7 +36,9 @@ pub fn check<'a>(
     inspect: Inspect<'_>,
 ) -> Result<CheckedZip<'a>, ContainerError> {
     let mut archive =
-        zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| corrupt(format!("not a readable zip archive: {e}")))?;
+        // The reasons are Sluice's words: the reader's own error text is never stored or answered.
+        zip::ZipArchive::new(Cursor::new(bytes))
+            .map_err(|_| corrupt("not a readable zip archive (its central directory is missing or broken)"))?;
     if end_record_is_cut(bytes) {
         return Err(corrupt("the end record's comment runs past the end of the file (the file is truncated)"));
     }
@@ -52,8 +54,9 @@ pub fn check<'a>(
     let mut ranges = Vec::with_capacity(archive.len());
     let mut slots = Vec::with_capacity(archive.len());
     for index in 0..archive.len() {
-        let entry = archive.by_index_raw(index).map_err(|e| corrupt(format!("member {index}: {e}")))?;
-        let name = entry.name().map_err(|e| corrupt(format!("member {index}: {e}")))?.into_owned();
+        let entry =
+            archive.by_index_raw(index).map_err(|_| corrupt(format!("member {index}'s entry cannot be read")))?;
+        let name = entry.name().map_err(|_| corrupt(format!("member {index}'s name cannot be read")))?.into_owned();
         if entry.encrypted() || entry.compression() == CompressionMethod::AES {
             return Err(refuse("encrypted_member", format!("member {name:?} is encrypted")));
         }
@@ -105,9 +108,10 @@ pub fn check<'a>(
             continue;
         }
         let name = &names[index];
-        let mut member = archive.by_index(index).map_err(|e| corrupt(format!("member {name:?}: {e}")))?;
+        let unreadable = || corrupt(format!("member {name:?} cannot be read whole (its data is corrupt or cut short)"));
+        let mut member = archive.by_index(index).map_err(|_| unreadable())?;
         loop {
-            let read = member.read(&mut chunk).map_err(|e| corrupt(format!("member {name:?}: {e}")))?;
+            let read = member.read(&mut chunk).map_err(|_| unreadable())?;
             if read == 0 {
                 break;
             }
