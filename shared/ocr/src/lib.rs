@@ -476,11 +476,13 @@ fn word_space_between(before: &Emitted, current: &Emitted, threshold: usize, fir
     let (a, b) = (before.ch, current.ch);
     if matches!(a, ',' | ';' | ':' | '?' | '!') && b.is_alphabetic()
         || a.is_alphanumeric() && matches!(b, '“' | '‘' | '(')
-        || matches!(a, '”' | '’' | ')') && b.is_alphanumeric()
+        || matches!(a, '”' | ')') && b.is_alphanumeric()
     {
         return true;
     }
-    let latin = |c: char| c.is_ascii_alphanumeric() || c.is_ascii_punctuation();
+    // `’` is far more often an apostrophe inside a word (`l’homme`, `don’t`) than a closing
+    // quote, so the gap decides after it, as after `'`.
+    let latin = |c: char| c.is_ascii_alphanumeric() || c.is_ascii_punctuation() || c == '’';
     if !latin(a) || !latin(b) {
         return false;
     }
@@ -623,6 +625,11 @@ mod tests {
         assert_eq!(with_word_gaps(&emitted(&line)), "vel, wisi");
         let line = [('k', 1), ('e', 3), ('“', 5), ('H', 7), ('u', 9), ('”', 11), ('?', 12), ('K', 14)];
         assert_eq!(with_word_gaps(&emitted(&line)), "ke “Hu”? K");
+        // A typographic apostrophe inside a word keeps it whole; after a word, the gap decides.
+        let line = [('l', 2), ('’', 3), ('h', 5), ('o', 7), ('m', 9), ('m', 12), ('e', 15)];
+        assert_eq!(with_word_gaps(&emitted(&line)), "l’homme");
+        let line = [('o', 2), ('n', 4), ('’', 6), ('t', 7), ('s', 11), ('’', 13), ('r', 18), ('u', 20)];
+        assert_eq!(with_word_gaps(&emitted(&line)), "on’t s’ ru");
     }
 
     #[test]
