@@ -95,6 +95,12 @@ provision() {
     log "installing pgbouncer and openssl"
     apt-get update -qq && apt-get install -y -qq pgbouncer openssl >/dev/null
   fi
+  # A TrueType font with every Latin letter (Debian's DejaVu): the OCR tests print scans of
+  # text in languages beyond Latin-1.
+  if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf ]; then
+    log "installing fonts-dejavu-core"
+    apt-get update -qq && apt-get install -y -qq fonts-dejavu-core >/dev/null
+  fi
   # Headless Chromium (Debian's): the browser tests drive what a web app's page does.
   if ! command -v chromium >/dev/null; then
     log "installing chromium"

@@ -1,8 +1,9 @@
 //! OCR on the running stack: a scanned PDF in a knowledge base is searchable by what its
 //! second page says, a scanned two-column paper by a sentence of its right column (read
 //! whole, not interleaved with the left), its chunks marked `ocr`; a PDF with a text layer is not OCRed; a
-//! 2,000-page scan stops at `max_pages` with its note; a chat image gets a preview; and a
-//! language the deployment has no model for is refused where it is configured.
+//! 2,000-page scan stops at `max_pages` with its note; a chat image gets a preview; a
+//! scanned Polish page is found by a Polish query with its diacritics; and a language the
+//! deployment has no model for is refused where it is configured.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -175,25 +176,58 @@ async fn a_chat_image_gets_a_preview_and_its_text() {
     assert!(text.ends_with("[Scanned pages not read: 4–5 (OCR reads at most 3 pages of a file here).]"), "{text}");
 }
 
+/// Polish prose as a port's report would print it, every diacritic of the alphabet in it.
+const POLISH: &[&str] = &[
+    "Sprawozdanie zarządu portu za pierwszy kwartał",
+    "Żegluga na północnym kanale została wstrzymana",
+    "Pogłębianie toru wodnego rozpocznie się jesienią",
+    "Właściciele łodzi muszą uzyskać nowe zezwolenia",
+    "Ruch statków wzrósł o dwanaście procent, źródło: kapitanat",
+];
+
+#[tokio::test]
+async fn a_scanned_polish_pdf_is_found_by_a_polish_query_and_keeps_its_diacritics() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let base = base(&stack, &user, json!({"ocr_languages": ["pol"], "chunk_size": 300, "chunk_overlap": 0})).await;
+    assert_eq!(base["ingestion_config"]["ocr_languages"], json!(["pol"]), "{base}");
+    let kb_id = base["id"].as_str().expect("id");
+    // Provisioned by the stack (Debian's fonts-dejavu-core).
+    let font = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf").expect("DejaVu Serif");
+    let page = sluice_fixtures::printed_page(POLISH, &font, 150).expect("a font");
+    let scan = image_pdf(&[scanned(&page, 150, 1.0, 31)], 150);
+    stack.upload_document(&user, kb_id, "sprawozdanie.pdf", &scan).await;
+    stack.indexed(&user, kb_id).await;
+    let body = json!({"query": "pogłębianie toru wodnego jesienią", "knowledge_base_ids": [kb_id], "mode": "hybrid"});
+    let (status, found) = stack.call_json(&user, Method::POST, "/rag/search", Some(body)).await;
+    assert_eq!(status, 200, "{found}");
+    let first = &found["results"][0];
+    let content = first["content"].as_str().unwrap_or_else(|| panic!("nothing found: {found}"));
+    for word in ["Pogłębianie", "jesienią", "Żegluga", "północnym", "Właściciele", "łodzi", "źródło"] {
+        assert!(content.contains(word), "{word:?} read with its diacritics: {content:?}");
+    }
+    assert_eq!(first["metadata"]["ocr"], true, "{first}");
+}
+
 #[tokio::test]
 async fn a_language_with_no_model_is_refused_where_it_is_configured() {
     let stack = Stack::from_env().await;
     let user = User::new();
     let body = json!({"name": "German scans", "scope": "personal", "embedding_provider": "local",
-        "embedding_model": "all-minilm-l6-v2", "ingestion_config": {"ocr_languages": ["deu"]}});
+        "embedding_model": "all-minilm-l6-v2", "ingestion_config": {"ocr_languages": ["rus"]}});
     let (status, refused) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
-    assert_eq!(status, 400, "{refused}");
+    assert_eq!(status, 422, "a collection's own configuration: {refused}");
     let why = refused["error"]["details"]["fields"]["ingestion_config.ocr_languages"].as_str().expect("the field");
-    assert!(why.contains("\"deu\" has no OCR model"), "{why}");
+    assert!(why.contains("\"rus\" has no OCR model"), "{why}");
 
     // The same rule on a base's settings and on one upload's override.
     let base = base(&stack, &user, json!({"ocr_languages": ["eng", "chi_sim"], "ocr_dpi": 300})).await;
     let kb_id = base["id"].as_str().expect("id");
     let patch = json!({"ingestion_config": {"ocr_dpi": 1200}});
     let (status, refused) = stack.call_json(&user, Method::PATCH, &format!("/kb/{kb_id}"), Some(patch)).await;
-    assert_eq!(status, 400, "{refused}");
+    assert_eq!(status, 422, "{refused}");
     assert!(refused["error"]["details"]["fields"]["ingestion_config.ocr_dpi"].is_string(), "{refused}");
-    let form = file_form("notes.txt", None, b"words".to_vec()).text("ingestion", r#"{"ocr_languages": ["fra"]}"#);
+    let form = file_form("notes.txt", None, b"words".to_vec()).text("ingestion", r#"{"ocr_languages": ["tur"]}"#);
     let (status, refused) = stack.post_form(&user, &format!("/kb/{kb_id}/documents"), form).await;
     assert_eq!(status, 400, "{refused}");
     assert!(refused["error"]["details"]["fields"]["ingestion_config.ocr_languages"].is_string(), "{refused}");

@@ -14,6 +14,12 @@
 //!   bench-ocr score DIR ENGINE   character error rate of `*.ENGINE.txt` against the truth;
 //!                            for the real pages also word recall and precision (order-free)
 //!                            per document and resolution
+//!   bench-ocr scan DIR       the multilingual set: every clean printed page `clean-<name>-<dpi>-0.png`
+//!                            (`infra/bench/udhr_pages.py`) scanned the same way as the real
+//!                            pages, as `lang-<name>-<dpi>-0.png`
+//!   bench-ocr read-lang DIR  Sluice reads every `lang-*.png`, writing `*.sluice.txt`
+//!   bench-ocr score-lang DIR ENGINE   CER, word recall and precision per language, font and
+//!                            resolution
 
 use sluice_fixtures::{image_pdf, png_of, scanned_page, tiff_of};
 use sluice_formats::{ExtractOptions, OcrOptions, extract, kind_for_filename};
@@ -170,6 +176,19 @@ fn files(dir: &Path, extension: &str) -> Vec<PathBuf> {
     files
 }
 
+/// The PNGs of `dir` named `<prefix>…-<dpi>-…`, in name order.
+fn pngs_at(dir: &Path, prefix: &str, dpi: &str) -> Vec<PathBuf> {
+    files(dir, "png")
+        .into_iter()
+        .filter(|p| {
+            p.file_name().is_some_and(|n| {
+                let name = n.to_string_lossy();
+                name.starts_with(prefix) && name.contains(&format!("-{dpi}-"))
+            })
+        })
+        .collect()
+}
+
 fn read_one(path: &Path) -> String {
     let name = path.file_name().and_then(|n| n.to_str()).expect("name");
     let bytes = std::fs::read(path).expect("read");
@@ -200,13 +219,7 @@ fn read(dir: &Path) {
     println!("engine load: {:.2} s", started.elapsed().as_secs_f64());
     for (set, prefix) in [("real", "real-"), ("generated", "page-")] {
         for dpi in [150, 300] {
-            let pngs: Vec<PathBuf> = files(dir, "png")
-                .into_iter()
-                .filter(|p| {
-                    let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                    name.starts_with(prefix) && name.contains(&format!("-{dpi}-"))
-                })
-                .collect();
+            let pngs = pngs_at(dir, prefix, &dpi.to_string());
             if pngs.is_empty() {
                 continue;
             }
@@ -285,14 +298,14 @@ fn words(text: &str) -> std::collections::HashMap<String, usize> {
     counts
 }
 
-/// The real pages per document and resolution: CER, and word recall and precision
-/// (order-free: how many of the page's words were read, and how many read words are the
-/// page's).
-fn score_real(dir: &Path, engine: &str) {
+/// The pages named `<prefix><file>-<dpi>-<page>` per file and resolution: CER, and word
+/// recall and precision (order-free: how many of the page's words were read, and how many
+/// read words are the page's).
+fn score_real(dir: &Path, engine: &str, prefix: &str) {
     let mut groups: std::collections::BTreeMap<String, Vec<PathBuf>> = std::collections::BTreeMap::new();
     for truth in files(dir, "txt") {
         let name = truth.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if let Some(rest) = name.strip_prefix("real-").and_then(|r| r.strip_suffix(".gt.txt")) {
+        if let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_suffix(".gt.txt")) {
             // `<file>-<dpi>-<page>`: grouped by file and resolution.
             let group = rest.rsplit_once('-').map_or(rest, |(g, _)| g).to_owned();
             groups.entry(group).or_default().push(truth);
@@ -313,7 +326,8 @@ fn score_real(dir: &Path, engine: &str) {
             read_words += have.values().sum::<usize>();
         }
         println!(
-            "{engine} real {group}: CER {:.2}%, word recall {:.1}%, word precision {:.1}% ({} pages)",
+            "{engine} {} {group}: CER {:.2}%, word recall {:.1}%, word precision {:.1}% ({} pages)",
+            prefix.trim_end_matches('-'),
             100.0 * errors as f64 / total.max(1) as f64,
             100.0 * found as f64 / expected_words.max(1) as f64,
             100.0 * found as f64 / read_words.max(1) as f64,
@@ -323,7 +337,7 @@ fn score_real(dir: &Path, engine: &str) {
 }
 
 fn score(dir: &Path, engine: &str) {
-    score_real(dir, engine);
+    score_real(dir, engine, "real-");
     for (label, filter) in [("png 150 dpi", "page-150-"), ("png 300 dpi", "page-300-")] {
         let (mut errors, mut total) = (0usize, 0usize);
         for truth in files(dir, "txt").into_iter().filter(|p| {
@@ -368,12 +382,20 @@ fn main() {
             _ => usage(),
         },
         (Some("score"), Some(dir)) => score(Path::new(dir), args.get(3).map_or("sluice", String::as_str)),
+        (Some("scan"), Some(dir)) => scan(Path::new(dir)),
+        (Some("read-lang"), Some(dir)) => read_lang(Path::new(dir)),
+        (Some("score-lang"), Some(dir)) => {
+            score_real(Path::new(dir), args.get(3).map_or("sluice", String::as_str), "lang-")
+        }
         _ => usage(),
     }
 }
 
 fn usage() {
-    eprintln!("usage: bench-ocr generate DIR [CORPUS] | read DIR | pages DIR PREFIX DPI | score DIR [ENGINE]");
+    eprintln!(
+        "usage: bench-ocr generate DIR [CORPUS] | read DIR | pages DIR PREFIX DPI | score DIR [ENGINE] \
+         | scan DIR | read-lang DIR | score-lang DIR [ENGINE]"
+    );
     std::process::exit(2);
 }
 
@@ -382,15 +404,7 @@ fn usage() {
 /// this process may use (`taskset` narrows them), and whether it is read whole.
 fn pages(dir: &Path, prefix: &str, dpi: &str) {
     sluice_ocr::engine().expect("the OCR engine (run under infra/local/bench-ocr)");
-    let pngs: Vec<PathBuf> = files(dir, "png")
-        .into_iter()
-        .filter(|p| {
-            p.file_name().is_some_and(|n| {
-                let name = n.to_string_lossy();
-                name.starts_with(prefix) && name.contains(&format!("-{dpi}-"))
-            })
-        })
-        .collect();
+    let pngs = pngs_at(dir, prefix, dpi);
     let mut seconds = Vec::new();
     for png in &pngs {
         let name = png.file_name().and_then(|n| n.to_str()).expect("name");
@@ -409,5 +423,37 @@ fn pages(dir: &Path, prefix: &str, dpi: &str) {
     if let Some(median) = seconds.get(seconds.len() / 2) {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         println!("{prefix}* at {dpi} dpi: {} pages on {cpus} CPU(s), median {median:.2} s a page", seconds.len());
+    }
+}
+
+/// The multilingual set's clean pages scanned as the real pages are (a 1.2° skew, blur and
+/// noise for the resolution named in the file's name).
+fn scan(dir: &Path) {
+    for clean in files(dir, "png") {
+        let name = clean.file_name().and_then(|n| n.to_str()).expect("name").to_owned();
+        let Some(stem) = name.strip_prefix("clean-").and_then(|n| n.strip_suffix(".png")) else { continue };
+        let dpi: u32 = stem.rsplit('-').nth(1).and_then(|d| d.parse().ok()).expect("<name>-<dpi>-<page>");
+        let page = image::open(&clean).expect("a clean page").to_luma8();
+        let seed = u64::from(dpi) * 1000 + stem.len() as u64;
+        let scan = sluice_fixtures::scanned(&page, dpi, 1.2, seed);
+        std::fs::write(dir.join(format!("lang-{stem}.png")), png_of(&scan)).expect("png");
+    }
+}
+
+/// Sluice reads every page of the multilingual set.
+fn read_lang(dir: &Path) {
+    sluice_ocr::engine().expect("the OCR engine (run under infra/local/bench-ocr-languages)");
+    for dpi in [150, 300] {
+        let pngs = pngs_at(dir, "lang-", &dpi.to_string());
+        let started = Instant::now();
+        for png in &pngs {
+            std::fs::write(png.with_extension("sluice.txt"), read_one(png)).expect("write");
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        println!(
+            "sluice, {dpi} dpi: {} pages in {seconds:.2} s = {:.2} s a page",
+            pngs.len(),
+            seconds / pngs.len().max(1) as f64
+        );
     }
 }
