@@ -8,6 +8,7 @@ pub mod built_template;
 pub mod contract;
 pub mod corpus;
 pub mod llamaparse_stand_in;
+pub mod ollama_stand_in;
 pub use sluice_local::runtime_api;
 pub mod rerank_stand_in;
 pub mod s3_fault_proxy;
@@ -535,6 +536,28 @@ pub fn tiny_png(width: u32, height: u32) -> Vec<u8> {
 }
 
 /// Waits until `check` holds, polling every 200 ms; fails after `limit`.
+/// The `content` of each hit of a `/rag/search` answer, in order.
+pub fn result_contents(found: &serde_json::Value) -> Vec<String> {
+    found["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["content"].as_str().expect("text").to_owned())
+        .collect()
+}
+
+/// Runs the operator's `sluice` command (built beside the test binaries) with the stack's
+/// environment: its exit code and the JSON it printed (stdout, or stderr on failure).
+pub fn sluice_command(args: &[&str]) -> (i32, serde_json::Value) {
+    let exe = std::env::current_exe().expect("exe");
+    let binary = exe.parent().and_then(std::path::Path::parent).expect("target dir").join("sluice");
+    let output = std::process::Command::new(&binary).args(args).output().expect("run sluice");
+    let text = if output.status.success() { output.stdout } else { output.stderr };
+    let text = String::from_utf8_lossy(&text);
+    let answer = serde_json::from_str(text.trim()).unwrap_or_else(|_| panic!("not JSON: {text}"));
+    (output.status.code().unwrap_or(-1), answer)
+}
+
 pub async fn eventually(what: &str, limit: std::time::Duration, mut check: impl AsyncFnMut() -> bool) {
     let started = std::time::Instant::now();
     while !check().await {

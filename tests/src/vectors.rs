@@ -46,6 +46,7 @@ pub async fn local_embedding(text: &str) -> Vec<f32> {
         model: "all-minilm-l6-v2".to_owned(),
         dimensions: 384,
         api_key: None,
+        api: Default::default(),
     };
     let texts = [text.to_owned()];
     sluice_embed::client::embed(&sluice_embed::http_client(), &target, &texts, Default::default())

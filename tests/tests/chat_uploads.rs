@@ -85,7 +85,11 @@ async fn every_text_type_answers_its_preview_and_is_stored_under_kms() {
         assert_eq!(body["status"], "ready");
         assert_eq!(body["size"], size);
         assert_eq!(body["ref"]["type"], "attachment_ref");
-        assert_eq!(body["ref"]["uri"], format!("sluice://attachment/{}", body["id"].as_str().expect("id")));
+        // The contract's attachment id: the file's id as 32 hex digits and its extension.
+        let hex = body["id"].as_str().expect("id").replace('-', "");
+        let extension = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).expect("named with an extension");
+        assert_eq!(body["ref"]["attachment_id"], format!("{hex}.{extension}"), "{name}");
+        assert_eq!(body["ref"]["uri"], format!("sluice://attachment/{hex}.{extension}"));
         assert_eq!(body["ref"]["read_policy"], "owner_checked_upload");
         assert_eq!(body["ref"]["checksum_sha256"], body["checksum_sha256"]);
 

@@ -228,7 +228,7 @@ async fn a_collection_is_created_and_read_by_name_within_reach() {
     assert_eq!(status, 200, "{info}");
     assert_eq!(
         info,
-        json!({"name": name, "indexing_status": "complete", "processing_count": 0, "indexed_count": 0,
+        json!({"name": name, "knowledge_base_ids": [base["id"]], "indexing_status": "complete", "processing_count": 0, "indexed_count": 0,
             "failed_count": 0, "document_count": 0, "total_vectors": 0,
             "embedding_model": "all-minilm-l6-v2", "embedding_dim": 384})
     );
@@ -439,17 +439,6 @@ async fn a_teardown_held_up_by_a_lock_fails_its_deliveries_and_is_finished_by_th
     assert_eq!(stack.call(&owner, Method::POST, "/kb", Some(local_base(&name, "personal"))).await.0, 201);
 }
 
-/// Runs `sluice` (built beside the test binaries) with the stack's environment.
-fn sluice(args: &[&str]) -> (i32, Value) {
-    let exe = std::env::current_exe().expect("exe");
-    let binary = exe.parent().and_then(std::path::Path::parent).expect("target dir").join("sluice");
-    let output = std::process::Command::new(&binary).args(args).output().expect("run sluice");
-    let text = if output.status.success() { output.stdout } else { output.stderr };
-    let text = String::from_utf8_lossy(&text);
-    let answer = serde_json::from_str(text.trim()).unwrap_or_else(|_| panic!("not JSON: {text}"));
-    (output.status.code().unwrap_or(-1), answer)
-}
-
 #[tokio::test]
 async fn rag_drop_refuses_a_name_several_bases_hold_and_otherwise_goes_through_the_teardown() {
     let stack = Stack::from_env().await;
@@ -466,7 +455,7 @@ async fn rag_drop_refuses_a_name_several_bases_hold_and_otherwise_goes_through_t
         db.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table]).await.expect("regclass").get::<_, bool>(0)
     };
 
-    let (code, refused) = sluice(&["rag-drop", &name]);
+    let (code, refused) = sluice_e2e::sluice_command(&["rag-drop", &name]);
     assert_eq!(code, 1, "{refused}");
     let mut listed: Vec<&str> =
         refused["knowledge_base_ids"].as_array().expect("ids").iter().filter_map(Value::as_str).collect();
@@ -477,15 +466,16 @@ async fn rag_drop_refuses_a_name_several_bases_hold_and_otherwise_goes_through_t
     assert!(refused["error"].as_str().expect("why").contains("--knowledge-base"), "{refused}");
     assert_eq!(stack.call(&owner, Method::GET, &format!("/kb/{first_id}"), None).await.0, 200, "nothing changed");
 
-    let (code, dropped) = sluice(&["rag-drop", &name, "--knowledge-base", first_id]);
+    let (code, dropped) = sluice_e2e::sluice_command(&["rag-drop", &name, "--knowledge-base", first_id]);
     assert_eq!(code, 0, "{dropped}");
     assert_eq!((dropped["kb_id"].as_str(), dropped["drops_table"].clone()), (Some(first_id), json!(false)));
     assert_eq!(stack.call(&owner, Method::GET, &format!("/kb/{first_id}"), None).await.0, 404);
     assert!(table_exists().await, "the sibling keeps the table");
-    let (code, stranger) = sluice(&["rag-drop", &name, "--knowledge-base", &Uuid::new_v4().to_string()]);
+    let (code, stranger) =
+        sluice_e2e::sluice_command(&["rag-drop", &name, "--knowledge-base", &Uuid::new_v4().to_string()]);
     assert_eq!(code, 1, "{stranger}");
 
-    let (code, dropped) = sluice(&["rag-drop", &name]);
+    let (code, dropped) = sluice_e2e::sluice_command(&["rag-drop", &name]);
     assert_eq!(code, 0, "the one holder left is named by the name alone: {dropped}");
     assert_eq!(dropped["drops_table"], true);
     eventually("the last holder's table dropped", async || !table_exists().await).await;
@@ -493,14 +483,14 @@ async fn rag_drop_refuses_a_name_several_bases_hold_and_otherwise_goes_through_t
     // A name no base holds, as rag-ingest leaves it: everything under it goes.
     let orphan = unique("unheld");
     store.ensure_vector_table(&orphan, 384).await.expect("table");
-    let (code, answer) = sluice(&["rag-drop", &orphan]);
+    let (code, answer) = sluice_e2e::sluice_command(&["rag-drop", &orphan]);
     assert_eq!((code, answer["kb_id"].clone(), answer["drops_table"].clone()), (0, Value::Null, json!(true)));
     let orphan_table = format!("rag_{orphan}");
     eventually("the unheld name's table dropped", async || {
         db.query_one("SELECT to_regclass($1) IS NULL", &[&orphan_table]).await.expect("regclass").get::<_, bool>(0)
     })
     .await;
-    let (code, nothing) = sluice(&["rag-drop", &orphan]);
+    let (code, nothing) = sluice_e2e::sluice_command(&["rag-drop", &orphan]);
     assert_eq!(code, 1, "{nothing}");
     assert_eq!(nothing["error"], "nothing holds this name");
 }

@@ -539,3 +539,52 @@ async fn the_migrate_step_waits_for_a_database_still_coming_up_and_gives_up_afte
     assert!(db.wait_until_reachable(std::time::Duration::from_secs(6)).await.is_err());
     assert!(started.elapsed() < std::time::Duration::from_secs(15), "{:?}", started.elapsed());
 }
+
+#[tokio::test]
+async fn bases_that_existed_keep_the_chunk_size_they_had_when_the_models_default_rose() {
+    let stack = Stack::from_env().await;
+    let target = fresh_database(&stack).await;
+    let admin = Db::open(&target, &stack.admin_login, 1).expect("pool");
+    let logins = (&stack.app_login, &stack.vector_login, &stack.search_login);
+    admin.migrate_deploy(logins.0, logins.1, logins.2).await.expect("migrated");
+    let client = sluice_store::connect_once(&target, &stack.admin_login).await.expect("admin login");
+    let bases = [
+        ("all-minilm-l6-v2", None),
+        ("all-minilm-l6-v2", Some(serde_json::json!({"chunk_size": 400}))),
+        ("all-minilm-l6-v2", Some(serde_json::json!({"chunk_overlap": 0, "output_format": "text"}))),
+        ("text-embedding-3-small", None),
+    ];
+    let mut ids = Vec::new();
+    for (model, config) in &bases {
+        let id = Uuid::new_v4();
+        client
+            .execute(
+                "INSERT INTO knowledge_bases (id, name, scope, owner_id, collection_name, embedding_provider, \
+                 embedding_model, embedding_dim, ingestion_config) VALUES ($1, 'b', 'personal', $1, 'c', 'p', $2, 384, $3)",
+                &[&id, model, config],
+            )
+            .await
+            .expect("a base as it was");
+        ids.push(id);
+    }
+    // The migration's statement again, on bases as they were before it.
+    client
+        .batch_execute(include_str!("../../shared/store/migrations/0027_minilm_chunk_size.sql"))
+        .await
+        .expect("applied");
+    let mut configs = Vec::new();
+    for id in &ids {
+        let row =
+            client.query_one("SELECT ingestion_config FROM knowledge_bases WHERE id = $1", &[id]).await.expect("row");
+        configs.push(row.get::<_, Option<serde_json::Value>>(0));
+    }
+    assert_eq!(
+        configs,
+        [
+            Some(serde_json::json!({"chunk_size": 750, "chunk_overlap": 150})),
+            Some(serde_json::json!({"chunk_size": 400})),
+            Some(serde_json::json!({"chunk_size": 750, "chunk_overlap": 0, "output_format": "text"})),
+            None,
+        ]
+    );
+}

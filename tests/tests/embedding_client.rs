@@ -5,7 +5,7 @@ use sluice_embed::client::{EmbedError, RetryPolicy, Target, embed};
 use std::time::{Duration, Instant};
 
 fn target(base_url: &str, dimensions: usize) -> Target {
-    Target { base_url: base_url.to_owned(), model: "m".to_owned(), dimensions, api_key: None }
+    Target { base_url: base_url.to_owned(), model: "m".to_owned(), dimensions, api_key: None, api: Default::default() }
 }
 
 fn quick() -> RetryPolicy {
@@ -63,7 +63,13 @@ async fn a_refused_key_is_not_retried_and_a_failing_provider_is_retried_then_rep
 #[tokio::test]
 async fn the_local_service_embeds_meaning() {
     let base_url = std::env::var("SLUICE_LOCAL_EMBEDDINGS_URL").expect("run with infra/local/test");
-    let target = Target { base_url, model: "all-minilm-l6-v2".to_owned(), dimensions: 384, api_key: None };
+    let target = Target {
+        base_url,
+        model: "all-minilm-l6-v2".to_owned(),
+        dimensions: 384,
+        api_key: None,
+        api: Default::default(),
+    };
     let texts = vec![
         "How do I reset my password?".to_owned(),
         "Steps to recover access when you forgot your login credentials".to_owned(),

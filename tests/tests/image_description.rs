@@ -225,7 +225,7 @@ async fn a_setting_lends_only_what_the_caller_may_and_names_a_vision_model() {
             "ingestion_config": {"image_description": setting}});
         let (status, refused) = stack.call_json(&org.user, Method::POST, "/kb", Some(body)).await;
         let expected = format!("ingestion_config.image_description.{field}");
-        assert_eq!((status, fields(&refused)), (400, vec![expected]), "{setting}: {refused}");
+        assert_eq!((status, fields(&refused)), (422, vec![expected]), "a collection's own: {setting}: {refused}");
     }
     // A key of the organization that the caller cannot see is refused as a missing one, and
     // an upload's override is judged the same way.
@@ -263,7 +263,7 @@ async fn an_organizations_key_goes_only_to_the_provider_it_was_stored_for_and_on
     let exploit = json!({"enabled": true, "endpoint_id": org.endpoint_id, "model": MODEL, "secret_id": org.secret_id});
     let body = json!({"ingestion_config": {"image_description": exploit}});
     let (status, refused) = stack.call_json(&org.user, Method::PATCH, &format!("/kb/{kb}"), Some(body)).await;
-    assert_eq!(status, 400, "{refused}");
+    assert_eq!(status, 422, "{refused}");
     assert_eq!(field_of(&refused), Some(vec!["ingestion_config.image_description.secret_id".to_owned()]));
     assert!(refused.to_string().contains("a key goes only to its own provider"), "{refused}");
 

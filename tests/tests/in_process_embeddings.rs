@@ -21,8 +21,13 @@ async fn the_in_process_model_embeds_as_the_local_service_does() {
     .map(str::to_owned)
     .to_vec();
     let http = sluice_embed::http_client();
-    let service =
-        Target { base_url: service_url, model: "all-minilm-l6-v2".to_owned(), dimensions: 384, api_key: None };
+    let service = Target {
+        base_url: service_url,
+        model: "all-minilm-l6-v2".to_owned(),
+        dimensions: 384,
+        api_key: None,
+        api: Default::default(),
+    };
     let in_process = Target { base_url: sluice_embed::in_process::base_url(), ..service.clone() };
     let expected = embed(&http, &service, &texts, RetryPolicy::default()).await.expect("the service embeds");
     let got = embed(&http, &in_process, &texts, RetryPolicy::default()).await.expect("the model embeds in-process");

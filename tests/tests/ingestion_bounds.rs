@@ -55,7 +55,7 @@ async fn a_chunk_size_below_the_floor_is_refused_wherever_it_is_set() {
     let body = json!({"name": "Fine", "scope": "personal", "embedding_provider": "local",
         "embedding_model": "all-minilm-l6-v2", "ingestion_config": {"chunk_size": 1, "chunk_overlap": 0}});
     let (status, refused) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
-    assert_eq!(status, 400, "{refused}");
+    assert_eq!(status, 422, "a collection's own configuration: {refused}");
     let why = refused["error"]["details"]["fields"]["ingestion_config.chunk_size"].as_str().expect("field");
     assert!(why.contains("100"), "{why}");
     let body = json!({"name": "Fine", "scope": "personal", "embedding_provider": "local",
@@ -64,7 +64,7 @@ async fn a_chunk_size_below_the_floor_is_refused_wherever_it_is_set() {
     let path = format!("/kb/{}", base["id"].as_str().expect("id"));
     let patch = json!({"ingestion_config": {"chunk_size": 99, "chunk_overlap": 0}});
     let (status, refused) = stack.call_json(&user, Method::PATCH, &path, Some(patch)).await;
-    assert_eq!(status, 400, "{refused}");
+    assert_eq!(status, 422, "{refused}");
     assert!(refused["error"]["details"]["fields"]["ingestion_config.chunk_size"].is_string(), "{refused}");
 }
 

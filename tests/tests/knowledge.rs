@@ -25,7 +25,7 @@ async fn the_embedding_catalog_lists_models_with_their_width_and_provider() {
     assert_eq!(
         local["models"],
         serde_json::json!([{"provider": "local", "model": "all-minilm-l6-v2", "dim": 384, "keyless": true,
-            "max_input_tokens": 256, "max_chunk_size": 762, "default_chunk_size": 750}])
+            "max_input_tokens": 256, "max_chunk_size": 1016, "default_chunk_size": 1000}])
     );
     let (status, unknown) = get(&stack, &user, "/rag/embedding-models?provider=nobody").await;
     assert_eq!(status, 400, "{unknown}");

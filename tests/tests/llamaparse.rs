@@ -45,12 +45,12 @@ async fn a_llamaparse_collection_sends_the_file_once_polls_and_ingests_the_markd
 
     // The settings: a key is required, and must be a LlamaParse key the caller can see.
     let (status, refused) = base(&stack, &user, json!({"parser": "llamaparse"})).await;
-    assert_eq!(status, 400, "{refused}");
+    assert_eq!(status, 422, "a collection's own configuration: {refused}");
     assert!(refused["error"]["details"]["fields"].get("ingestion_config.llamaparse_secret_id").is_some(), "{refused}");
     let stranger = User::with(Some(Uuid::new_v4()), &["secrets:edit", "collections:edit"], false);
     let theirs = key(&stack, &stranger, KEY).await;
     let (status, refused) = base(&stack, &user, json!({"parser": "llamaparse", "llamaparse_secret_id": theirs})).await;
-    assert_eq!(status, 400, "another organization's key: {refused}");
+    assert_eq!(status, 422, "another organization's key: {refused}");
 
     let (status, created) =
         base(&stack, &user, json!({"parser": "llamaparse", "llamaparse_secret_id": secret, "max_pages": 2})).await;

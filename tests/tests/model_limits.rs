@@ -100,7 +100,7 @@ async fn a_local_base_reads_every_character_and_finds_what_ends_a_chunk() {
     let owner = User::new();
     let (status, base) = local_base(&stack, &owner, None).await;
     assert_eq!(status, 201, "{base}");
-    assert_eq!(base["ingestion_config"]["chunk_size"], 750, "the model's default: {base}");
+    assert_eq!(base["ingestion_config"]["chunk_size"], 1000, "the model's default: {base}");
     let (kb, collection) = (base["id"].as_str().expect("id"), base["collection_name"].as_str().expect("name"));
     let document = indexed_document(&stack, &owner, kb).await;
     assert_eq!(document["truncated_chunks"], 0, "{document}");
@@ -139,18 +139,18 @@ async fn chunks_a_model_would_cut_are_refused_when_set_and_split_when_they_were_
     let stack = Stack::from_env().await;
     let owner = User::new();
     let (status, refused) = local_base(&stack, &owner, Some(json!({"chunk_size": 2500}))).await;
-    assert_eq!(status, 400, "{refused}");
+    assert_eq!(status, 422, "a collection's own configuration: {refused}");
     let why = refused["error"]["details"]["fields"]["ingestion_config.chunk_size"].as_str().expect("field named");
-    assert!(why.contains("762") && why.contains("all-minilm-l6-v2"), "{why}");
+    assert!(why.contains("1016") && why.contains("all-minilm-l6-v2"), "{why}");
 
     let (status, base) = local_base(&stack, &owner, None).await;
     assert_eq!(status, 201, "{base}");
     let kb = base["id"].as_str().expect("id");
-    let patch = json!({"ingestion_config": {"chunk_size": 763}});
+    let patch = json!({"ingestion_config": {"chunk_size": 1017}});
     let (status, refused) = stack.call_json(&owner, Method::PATCH, &format!("/kb/{kb}"), Some(patch)).await;
-    assert_eq!(status, 400, "{refused}");
+    assert_eq!(status, 422, "{refused}");
     assert!(refused["error"]["details"]["fields"]["ingestion_config.chunk_size"].is_string(), "{refused}");
-    let form = file_form("notes.md", None, b"A note.".to_vec()).text("ingestion", r#"{"chunk_size": 1000}"#);
+    let form = file_form("notes.md", None, b"A note.".to_vec()).text("ingestion", r#"{"chunk_size": 1100}"#);
     let (status, refused) = stack.post_form(&owner, &format!("/kb/{kb}/documents"), form).await;
     assert_eq!(status, 400, "{refused}");
     assert!(refused["error"]["details"]["fields"]["ingestion_config.chunk_size"].is_string(), "{refused}");

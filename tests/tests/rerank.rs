@@ -47,15 +47,6 @@ async fn search(stack: &Stack, user: &User, kb: &str, extra: Value) -> Value {
     found
 }
 
-fn contents(found: &Value) -> Vec<String> {
-    found["results"]
-        .as_array()
-        .expect("results")
-        .iter()
-        .map(|r| r["content"].as_str().expect("text").to_owned())
-        .collect()
-}
-
 async fn set_rerank(stack: &Stack, user: &User, kb: &str, rerank: Value) -> (u16, Value) {
     stack.call_json(user, Method::PATCH, &format!("/kb/{kb}"), Some(json!({ "rerank": rerank }))).await
 }
@@ -90,7 +81,7 @@ async fn a_reranked_search_answers_the_rerankers_order_sends_what_each_api_docum
     let fused = search(&stack, &user, &kb, json!({"rerank": false})).await;
     assert!(fused.get("reranked").is_none(), "{fused}");
     assert!(stand_in.take_seen().is_empty());
-    let fused_order = contents(&fused);
+    let fused_order = sluice_e2e::result_contents(&fused);
     assert!(fused_order.len() >= 5, "{fused}");
 
     // With it: Cohere's shape, the first five candidates, the Cohere key, the stand-in's order.
@@ -114,7 +105,7 @@ async fn a_reranked_search_answers_the_rerankers_order_sends_what_each_api_docum
         assert!(document.ends_with(candidate.as_str()), "the first candidates in fused order: {document:?}");
     }
     let ranked = stand_in_ranked(QUERY, &sent.documents);
-    let answered = contents(&found);
+    let answered = sluice_e2e::result_contents(&found);
     for (rank, (hit, expected)) in answered.iter().zip(&ranked).enumerate() {
         assert!(expected.ends_with(hit.as_str()), "place {rank}: {hit:?} where the stand-in put {expected:?}");
         assert_eq!(found["results"][rank]["explain"]["rerank"]["rank"], rank + 1, "{found}");
@@ -136,7 +127,7 @@ async fn a_reranked_search_answers_the_rerankers_order_sends_what_each_api_docum
         let degraded = search(&stack, &user, &kb, json!({})).await;
         assert_eq!(degraded["reranked"], false, "{fault:?}: {degraded}");
         assert_eq!(degraded["rerank"][0]["reason"], reason, "{fault:?}: {degraded}");
-        assert_eq!(contents(&degraded), fused_order, "{fault:?}: the fused order stands");
+        assert_eq!(sluice_e2e::result_contents(&degraded), fused_order, "{fault:?}: the fused order stands");
         assert_eq!(stand_in.take_seen().len(), 1, "{fault:?}: one try");
         assert!(started.elapsed() < Duration::from_secs(7), "{fault:?}: within the reranking's time limit");
     }
@@ -167,7 +158,7 @@ async fn a_reranked_search_answers_the_rerankers_order_sends_what_each_api_docum
     assert!(!sent.authorization.as_deref().unwrap_or_default().contains(COHERE_KEY), "no key travels to Bedrock");
     assert_eq!((sent.documents.len(), sent.top_n), (6, 6));
     let ranked = stand_in_ranked(QUERY, &sent.documents);
-    for (hit, expected) in contents(&found).iter().zip(&ranked) {
+    for (hit, expected) in sluice_e2e::result_contents(&found).iter().zip(&ranked) {
         assert!(expected.ends_with(hit.as_str()), "{hit:?} where the stand-in put {expected:?}");
     }
 

@@ -203,7 +203,7 @@ async fn an_output_format_that_is_not_one_is_refused_by_name() {
     let body = json!({"name": "Bad", "scope": "org", "embedding_provider": "local",
         "embedding_model": "all-minilm-l6-v2", "ingestion_config": {"output_format": "pdf"}});
     let (status, refused) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
-    assert_eq!(status, 400, "{refused}");
+    assert_eq!(status, 422, "a collection's own configuration: {refused}");
     assert_eq!(refused["error"]["details"]["fields"]["ingestion_config.output_format"], "must be markdown or text");
     let (status, listed) = stack.call_json(&user, Method::GET, "/kb", None).await;
     assert_eq!(status, 200, "{listed}");

@@ -550,7 +550,7 @@ async fn an_assumed_role_carries_the_source_s_own_external_id() {
     let now = time::OffsetDateTime::now_utc();
     let source = sluice_store::SyncSource {
         id: Uuid::new_v4(),
-        kb_id: Uuid::new_v4(),
+        kb_id: Some(Uuid::new_v4()),
         collection_name: "c".into(),
         org_id: Some(org),
         created_by: user,
@@ -567,6 +567,7 @@ async fn an_assumed_role_carries_the_source_s_own_external_id() {
         max_removal_percent: 50,
         created_at: now,
         updated_at: now,
+        detached_at: None,
     };
     let db = stack.store(1).await;
     let vault = sluice_vault::Vault::new(stack.kms.clone(), stack.kms_key_arn().await);

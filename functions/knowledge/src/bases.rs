@@ -191,7 +191,7 @@ async fn ingestion_config(
     current: Option<&Value>,
     model: &Model,
 ) -> Result<Field<Value>, KnowledgeError> {
-    let refused = |e: IngestionConfigError| KnowledgeError::InvalidFields { message: e.message(), fields: e.fields };
+    let refused = |e: IngestionConfigError| KnowledgeError::InvalidConfig { message: e.message(), fields: e.fields };
     match given {
         Field::Absent => Ok(Field::Absent),
         Field::Null => Ok(Field::Null),
@@ -200,10 +200,11 @@ async fn ingestion_config(
                 .unwrap_or_else(|_| IngestionConfig::default_for(Some(model)));
             let merged = IngestionConfig::merged(base, changes).map_err(refused)?;
             merged.fits(model).map_err(refused)?;
+            merged.within(state.config.document_parse_time_limit).map_err(|e| refused(e.as_sent(changes)))?;
             if let Err((field, why)) =
                 sluice_vision::check_requested(&state.db, caller, org, Some(changes), &merged).await?
             {
-                return Err(KnowledgeError::InvalidFields {
+                return Err(KnowledgeError::InvalidConfig {
                     message: format!("{field}: {why}"),
                     fields: vec![(field, why)],
                 });

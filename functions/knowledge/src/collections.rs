@@ -87,22 +87,35 @@ fn status(processing: i64) -> &'static str {
     if processing > 0 { "indexing" } else { "complete" }
 }
 
-/// `GET /rag/collections/{name}/info`.
+/// `GET /rag/collections/{name}/info`: the documents of every base on the name the caller
+/// reaches, counted together (as the reference product counts everything under a collection
+/// name); `GET /kb/{id}/ingestion` counts one base's.
 pub async fn info(state: &State, caller: &Caller, name: &str) -> Result<Response<Body>, KnowledgeError> {
-    let (base, _) = resolve(state, caller, name, Access::View).await?;
-    let counts = state.db.collection_counts(&base).await?;
+    let bases: Vec<KnowledgeBase> =
+        reachable(state, caller).await?.into_iter().map(|(b, _)| b).filter(|b| b.collection_name == name).collect();
+    let Some(first) = bases.first() else { return Err(KnowledgeError::NotFound) };
+    let mut total = sluice_store::CollectionCounts::default();
+    for base in &bases {
+        let counts = state.db.collection_counts(base).await?;
+        total.processing += counts.processing;
+        total.indexed += counts.indexed;
+        total.failed += counts.failed;
+        total.documents += counts.documents;
+        total.vectors += counts.vectors;
+    }
     Ok(json_response(
         200,
         &json!({
-            "name": base.collection_name,
-            "indexing_status": status(counts.processing),
-            "processing_count": counts.processing,
-            "indexed_count": counts.indexed,
-            "failed_count": counts.failed,
-            "document_count": counts.documents,
-            "total_vectors": counts.vectors,
-            "embedding_model": base.embedding_model,
-            "embedding_dim": base.embedding_dim,
+            "name": first.collection_name,
+            "knowledge_base_ids": bases.iter().map(|b| b.id).collect::<Vec<Uuid>>(),
+            "indexing_status": status(total.processing),
+            "processing_count": total.processing,
+            "indexed_count": total.indexed,
+            "failed_count": total.failed,
+            "document_count": total.documents,
+            "total_vectors": total.vectors,
+            "embedding_model": first.embedding_model,
+            "embedding_dim": first.embedding_dim,
         }),
     ))
 }

@@ -21,6 +21,10 @@ pub enum KnowledgeError {
     /// A refusal naming several fields (the ingestion configuration's pair rule).
     #[error("{message}")]
     InvalidFields { message: String, fields: Vec<(String, String)> },
+    /// A collection's own ingestion configuration that is not valid: `422`, as the reference
+    /// product answers a body field it cannot take (an upload's override is a `400`).
+    #[error("{message}")]
+    InvalidConfig { message: String, fields: Vec<(String, String)> },
     /// The caller lacks a permission the route needs (not a question of one resource).
     #[error("{0}")]
     Forbidden(String),
@@ -54,6 +58,9 @@ impl KnowledgeError {
             Self::InvalidFields { message, fields } => fields
                 .into_iter()
                 .fold(ApiError::new(400, "invalid_request", message), |error, (field, why)| error.field(&field, why)),
+            Self::InvalidConfig { message, fields } => fields
+                .into_iter()
+                .fold(ApiError::new(422, "unprocessable", message), |error, (field, why)| error.field(&field, why)),
             Self::Forbidden(message) => ApiError::new(403, "forbidden", message),
             Self::Conflict { field, message } => ApiError::new(409, "conflict", message.clone()).field(field, message),
             Self::Unprocessable { field, message } => ApiError::unprocessable(field, message),

@@ -107,6 +107,9 @@ enum Route {
     /// A source route naming a base or source id that cannot exist.
     NoSuchSource,
     AllSyncLogs,
+    AllSources,
+    AnySource(Uuid),
+    RepointSource(Uuid),
 }
 
 /// Every route this function serves (search's are `sluice_search::ROUTES`): its router answers
@@ -133,6 +136,9 @@ pub const ROUTES: &[&str] = &[
     "POST /api/v1/kb/{kb_id}/sync-sources/{source_id}/sync",
     "GET /api/v1/kb/{kb_id}/sync-sources/{source_id}/logs",
     "GET /api/v1/rag/sync/logs",
+    "GET /api/v1/rag/sync/sources",
+    "GET /api/v1/rag/sync/sources/{source_id}",
+    "PATCH /api/v1/rag/sync/sources/{source_id}",
     "GET /api/v1/rag/collections",
     "POST /api/v1/rag/collections/{name}",
     "DELETE /api/v1/rag/collections/{name}",
@@ -179,6 +185,11 @@ fn route(method: &str, path: &str) -> Option<Route> {
         ("POST", ["kb", kb, "sync-sources", id, "sync"]) => source(kb, id, Route::RunSource),
         ("GET", ["kb", kb, "sync-sources", id, "logs"]) => source(kb, id, Route::SourceLogs),
         ("GET", ["rag", "sync", "logs"]) => Route::AllSyncLogs,
+        ("GET", ["rag", "sync", "sources"]) => Route::AllSources,
+        ("GET", ["rag", "sync", "sources", id]) => Uuid::parse_str(id).map_or(Route::NoSuchSource, Route::AnySource),
+        ("PATCH", ["rag", "sync", "sources", id]) => {
+            Uuid::parse_str(id).map_or(Route::NoSuchSource, Route::RepointSource)
+        }
         ("GET", ["rag", "collections"]) => Route::ListCollections,
         ("POST", ["rag", "collections", name]) => Route::CreateCollection((*name).to_owned()),
         ("DELETE", ["rag", "collections", name]) => Route::DropCollection((*name).to_owned()),
@@ -230,6 +241,9 @@ pub async fn handle(state: &State, request: Request) -> Response<Body> {
             Route::SourceLogs(kb, id) => sources::logs(state, &caller, kb, id, &request).await,
             Route::NoSuchSource => Err(KnowledgeError::Missing("Sync source")),
             Route::AllSyncLogs => sources::all_logs(state, &caller, &request).await,
+            Route::AllSources => sources::list_all(state, &caller).await,
+            Route::AnySource(id) => sources::get_any(state, &caller, id).await,
+            Route::RepointSource(id) => sources::repoint(state, &caller, id, &request).await,
         }
     }
     .await;

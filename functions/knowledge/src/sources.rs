@@ -24,8 +24,13 @@ use uuid::Uuid;
 #[derive(Debug, Serialize)]
 struct SourceView {
     id: Uuid,
-    kb_id: Uuid,
-    collection_name: String,
+    /// `None` for a detached source (its base was deleted).
+    kb_id: Option<Uuid>,
+    collection_name: Option<String>,
+    /// Whether it runs: attached to a base.
+    active: bool,
+    #[serde(with = "time::serde::rfc3339::option")]
+    detached_at: Option<OffsetDateTime>,
     name: String,
     #[serde(rename = "type")]
     source_type: &'static str,
@@ -51,7 +56,9 @@ fn view(source: SyncSource, may_edit: bool) -> SourceView {
     SourceView {
         id: source.id,
         kb_id: source.kb_id,
-        collection_name: source.collection_name,
+        collection_name: source.kb_id.map(|_| source.collection_name),
+        active: source.kb_id.is_some(),
+        detached_at: source.detached_at,
         name: source.name,
         source_type: "s3",
         config: source.location,
@@ -93,7 +100,7 @@ async fn base_and_access(
 
 /// The source, when it is this base's; another base's source is answered as missing.
 async fn source_of(state: &State, base: &KnowledgeBase, id: Uuid) -> Result<SyncSource, KnowledgeError> {
-    state.db.sync_source(id).await?.filter(|s| s.kb_id == base.id).ok_or(KnowledgeError::Missing("Sync source"))
+    state.db.sync_source(id).await?.filter(|s| s.kb_id == Some(base.id)).ok_or(KnowledgeError::Missing("Sync source"))
 }
 
 /// A refusal naming a field that is not a fixed name (`config.bucket`).
@@ -376,7 +383,7 @@ pub async fn create(
     let now = OffsetDateTime::now_utc();
     let mut source = SyncSource {
         id: Uuid::new_v4(),
-        kb_id: base.id,
+        kb_id: Some(base.id),
         collection_name: base.collection_name.clone(),
         org_id: base.org_id,
         created_by: caller.user_id,
@@ -393,6 +400,7 @@ pub async fn create(
         max_removal_percent: 50,
         created_at: now,
         updated_at: now,
+        detached_at: None,
     };
     apply_fields(state, caller, &base, &body, &mut source).await?;
     within_caps(state, &base, &source, true).await?;
@@ -606,4 +614,109 @@ mod tests {
         assert_eq!(wrong_type("name"), "name must be a non-empty string");
         assert_eq!(read(r#"{"colour": 1}"#).expect_err("unknown").unknown.as_deref(), Some("colour"));
     }
+}
+
+/// A source by its id alone, and the caller's access to it: an attached source through its
+/// base (at least `at_least`); a detached one to whoever created it and to whoever manages
+/// its organization's collections. Anything else is "not found".
+async fn reach_source(
+    state: &State,
+    caller: &Caller,
+    id: Uuid,
+    at_least: Access,
+) -> Result<(SyncSource, Access), KnowledgeError> {
+    let missing = || KnowledgeError::Missing("Sync source");
+    let source = state.db.sync_source(id).await?.ok_or_else(missing)?;
+    match source.kb_id {
+        Some(kb_id) => {
+            let (_, access) = base_and_access(state, caller, kb_id, at_least).await.map_err(|_| missing())?;
+            Ok((source, access))
+        }
+        None => {
+            let manages =
+                source.org_id.is_some() && source.org_id == caller.org_id && caller.has_permission("collections:edit");
+            if source.created_by == caller.user_id || manages { Ok((source, Access::Edit)) } else { Err(missing()) }
+        }
+    }
+}
+
+/// `GET /rag/sync/sources`: every source the caller reaches, the detached ones (whose base
+/// was deleted) included, oldest first.
+pub async fn list_all(state: &State, caller: &Caller) -> Result<Response<Body>, KnowledgeError> {
+    let mut views = Vec::new();
+    for (base, access) in crate::bases::reachable(state, caller).await? {
+        for source in state.db.sync_sources_of(base.id).await? {
+            views.push(view(source, access >= Access::Edit));
+        }
+    }
+    // The query applies `reach_source`'s rule for detached sources: the creator's, and the
+    // organization's to whoever manages its collections.
+    let org = caller.org_id.filter(|_| caller.has_permission("collections:edit"));
+    for source in state.db.detached_sync_sources(org, caller.user_id).await? {
+        views.push(view(source, true));
+    }
+    views.sort_by_key(|v| v.created_at);
+    Ok(json_response(200, &serde_json::json!({ "sources": views })))
+}
+
+/// `GET /rag/sync/sources/{id}`.
+pub async fn get_any(state: &State, caller: &Caller, id: Uuid) -> Result<Response<Body>, KnowledgeError> {
+    let (source, access) = reach_source(state, caller, id, Access::View).await?;
+    Ok(json_response(200, &view(source, access >= Access::Edit)))
+}
+
+/// `PATCH /rag/sync/sources/{id}`'s body: the collection the source is to feed.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RepointBody {
+    collection_name: Option<String>,
+}
+
+/// `PATCH /rag/sync/sources/{id}` `{collection_name}`: points the source at another
+/// collection (the caller's base of that name they may edit) — a detached source is attached
+/// and runs again on its schedule; an attached one moves, and the documents it brought stay
+/// where they are, no longer synced. Its credential is judged for the new base as a new
+/// source's is, and it moves only within its organization, whose external id its role's
+/// trust policy names. Audited with the collection it left.
+pub async fn repoint(
+    state: &State,
+    caller: &Caller,
+    id: Uuid,
+    request: &Request,
+) -> Result<Response<Body>, KnowledgeError> {
+    let (source, _) = reach_source(state, caller, id, Access::Edit).await?;
+    let body: RepointBody = fields::typed(request, |_| {
+        "send {\"collection_name\": …}; change the rest at /kb/{kb_id}/sync-sources/{source_id}".to_owned()
+    })?;
+    let name = body
+        .collection_name
+        .filter(|n| !n.trim().is_empty())
+        .ok_or_else(|| invalid("collection_name", "name the collection the source is to feed"))?;
+    let (target, _) = crate::collections::resolve(state, caller, &name, Access::Edit).await?;
+    if source.kb_id == Some(target.id) {
+        return Ok(json_response(200, &view(source, true)));
+    }
+    if target.org_id != source.org_id {
+        return Err(invalid(
+            "collection_name",
+            "a source moves only within its organization: its credential and its role's external id are that organization's",
+        ));
+    }
+    let named = match (&source.role_arn, source.secret_id) {
+        (Some(role), _) => serde_json::json!({ "role_arn": role }),
+        (None, secret) => serde_json::json!({ "secret_id": secret }),
+    };
+    credential(state, caller, &target, &named).await?;
+    let moved =
+        SyncSource { kb_id: Some(target.id), collection_name: target.collection_name.clone(), ..source.clone() };
+    within_caps(state, &target, &moved, true).await?;
+    let who = Audit { actor_id: caller.user_id, previous_collection: Some(source.collection_name.clone()) };
+    if !state.db.repoint_sync_source(&source, (target.id, &target.collection_name), &who).await? {
+        return Err(KnowledgeError::Conflict {
+            field: "source",
+            message: "a run of this source is still going; point it elsewhere when the run has ended".to_owned(),
+        });
+    }
+    let stored = state.db.sync_source(id).await?.ok_or(KnowledgeError::Missing("Sync source"))?;
+    Ok(json_response(200, &view(stored, true)))
 }

@@ -151,7 +151,7 @@ fn document_options(config: &sluice_domain::Config, ingestion: &IngestionConfig)
         .with_images(describing.map(|s| ImageOptions { max_images: s.max_images }))
         .with_max_pages(ingestion.max_pages)
         .with_ocr(ingestion.auto_ocr.then_some(OcrOptions { dpi: ingestion.ocr_dpi, max_pages: ingestion.max_pages }));
-    options.time_limit = config.document_parse_time_limit;
+    options.time_limit = ingestion.parse_time_limit(config.document_parse_time_limit);
     options.limits = sluice_isolate::archive_limits(config);
     options
 }
@@ -171,7 +171,8 @@ pub(crate) async fn parse_bytes(state: &State, document: &Document, bytes: bytes
         match crate::llamaparse::parse(state, document, &ingestion, bytes).await? {
             crate::llamaparse::Outcome::Parsed { text, page_starts, pages_billed } => {
                 parser_pages = Some(pages_billed);
-                let mut budget = TextBudget::new(max_chars, state.config.document_parse_time_limit);
+                let mut budget =
+                    TextBudget::new(max_chars, ingestion.parse_time_limit(state.config.document_parse_time_limit));
                 let _ = budget.push(&text);
                 let (text, truncated) = budget.finish();
                 let page_starts = page_starts.into_iter().map(|(page, at)| (page, at.min(text.len()))).collect();

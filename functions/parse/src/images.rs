@@ -5,6 +5,9 @@
 //! document: an image the provider will not describe — a refused key, a refusal, a rate
 //! limit that outlasts the time — stays undescribed and is counted with its reason.
 //!
+//! An image the document shows in several places is described once, and its description
+//! written at each (as the reference product does).
+//!
 //! The images are described one after another, within the deployment's document parse time
 //! (`SLUICE_DOCUMENT_PARSE_SECS`, counted from the first request), so a `Retry-After` is
 //! honoured only while it fits; a refused key, an unserved model or the time running out
@@ -70,13 +73,19 @@ pub(crate) async fn describe(
                     };
                     match description {
                         Ok(description) if description.chars().count() + 32 <= room => {
-                            room -= description.chars().count() + 32;
-                            placed.push(Placed {
-                                offset: image.offset,
-                                page: image.page,
-                                number: index + 1,
-                                description,
-                            });
+                            // Every place the document shows the image, within the text's budget.
+                            let places =
+                                std::iter::once((image.offset, image.page)).chain(image.also_at.iter().copied());
+                            for (offset, page) in places {
+                                let Some(left) = room.checked_sub(description.chars().count() + 32) else { break };
+                                room = left;
+                                placed.push(Placed {
+                                    offset,
+                                    page,
+                                    number: index + 1,
+                                    description: description.clone(),
+                                });
+                            }
                         }
                         Ok(_) => count(&mut reasons, "text_budget", 1),
                         Err(error) => {
@@ -91,15 +100,19 @@ pub(crate) async fn describe(
         }
     }
     let skipped: u32 = reasons.values().sum();
+    // Images described, not the places their descriptions were written at.
+    let described = placed.iter().map(|place| place.number).collect::<std::collections::BTreeSet<_>>().len();
     let report = serde_json::json!({
-        "described": placed.len(),
+        "described": described,
         "skipped": skipped,
         "skipped_reasons": reasons,
         "model": setting.model,
     });
     if !placed.is_empty() || skipped > 0 {
-        tracing::info!(id = %document.id, described = placed.len(), skipped, "images described");
+        tracing::info!(id = %document.id, described, places = placed.len(), skipped, "images described");
     }
+    // A repeat's place may come before a later image's first one: written in text order.
+    placed.sort_by_key(|place| place.offset);
     Ok(Described { parsed: sluice_vision::write_in(parsed, format, &placed), report: Some(report) })
 }
 

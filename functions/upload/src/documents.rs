@@ -179,6 +179,7 @@ async fn chunking(
     if let Some(model) = base.model() {
         merged.fits(model).map_err(refused)?;
     }
+    merged.within(state.config.document_parse_time_limit).map_err(|e| refused(e.as_sent(value)))?;
     if let Err((field, why)) =
         sluice_vision::check_requested(&state.db, caller, base.org_id, Some(value), &merged).await?
     {
@@ -406,13 +407,21 @@ async fn dispatch(state: &AppState, outbox_id: Uuid, id: Uuid) {
 }
 
 /// `GET /rag/supported-formats`: exactly what ingestion can route here; with
-/// `?parser=llamaparse`, what a collection read by LlamaParse takes.
+/// `?parser=llamaparse`, what a collection read by LlamaParse takes. The reference product's
+/// `pymupdf` and `liteparse` are read by Sluice's parsers, so they answer Sluice's formats,
+/// with the output each of them writes by default.
 pub fn supported_formats(parser: Option<&str>) -> Result<Response<Body>, UploadError> {
     let dotted = |e: &str| format!(".{e}");
-    let llamaparse = match parser {
-        None | Some("sluice") => false,
-        Some("llamaparse") => true,
-        Some(_) => return Err(UploadError::invalid("parser", "parser must be sluice or llamaparse")),
+    let (llamaparse, default_output) = match parser {
+        None | Some("sluice") | Some("liteparse") => (false, sluice_domain::ingestion::OutputFormat::default()),
+        Some("pymupdf") => (false, sluice_domain::ingestion::OutputFormat::Text),
+        Some("llamaparse") => (true, sluice_domain::ingestion::OutputFormat::Markdown),
+        Some(_) => {
+            return Err(UploadError::invalid(
+                "parser",
+                "parser must be sluice or llamaparse (or the reference's pymupdf or liteparse)",
+            ));
+        }
     };
     let extensions: Vec<String> = sluice_formats::ingestible_extensions()
         .into_iter()
@@ -433,7 +442,7 @@ pub fn supported_formats(parser: Option<&str>) -> Result<Response<Body>, UploadE
             "parser": "sluice",
             "formats": extensions,
             "output_formats": {"markdown": markdown, "text": extensions},
-            "default_output_format": sluice_domain::ingestion::OutputFormat::default().as_str(),
+            "default_output_format": default_output.as_str(),
         }),
     ))
 }

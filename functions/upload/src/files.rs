@@ -234,8 +234,9 @@ pub async fn link(
     }
     let mut ids: Vec<Uuid> = Vec::with_capacity(file_ids.len());
     for raw in &file_ids {
-        let id =
-            Uuid::parse_str(raw).map_err(|_| UploadError::invalid("file_ids", format!("{raw:?} is not a UUID")))?;
+        let id = sluice_domain::attachment::parse_id(raw).ok_or_else(|| {
+            UploadError::invalid("file_ids", format!("{raw:?} is neither a file id nor an attachment id"))
+        })?;
         if !ids.contains(&id) {
             ids.push(id);
         }

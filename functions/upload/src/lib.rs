@@ -112,17 +112,19 @@ fn route(method: &str, path: &str) -> Option<Route> {
     let path = path.strip_prefix("/api/v1/")?.trim_end_matches('/');
     let segments: Vec<&str> = path.split('/').collect();
     let file_id = |s: &str| Uuid::parse_str(s).ok();
+    // A chat file is also named by its attachment id (32 hex digits, maybe an extension).
+    let attachment_id = sluice_domain::attachment::parse_id;
     Some(match (method, segments.as_slice()) {
         ("POST", ["files", "upload"]) => Route::Upload,
         ("POST", ["files", "uploads"]) => Route::UploadIntent,
-        ("GET", ["files", id]) => file_id(id).map_or(Route::NoSuchFile, Route::File),
-        ("GET", ["files", id, "content"]) => file_id(id).map_or(Route::NoSuchFile, Route::FileContent),
-        ("GET", ["files", id, "text"]) => file_id(id).map_or(Route::NoSuchFile, Route::FileText),
-        ("GET", ["files", id, "pages", n]) => match (file_id(id), n.parse::<u32>()) {
+        ("GET", ["files", id]) => attachment_id(id).map_or(Route::NoSuchFile, Route::File),
+        ("GET", ["files", id, "content"]) => attachment_id(id).map_or(Route::NoSuchFile, Route::FileContent),
+        ("GET", ["files", id, "text"]) => attachment_id(id).map_or(Route::NoSuchFile, Route::FileText),
+        ("GET", ["files", id, "pages", n]) => match (attachment_id(id), n.parse::<u32>()) {
             (Some(id), Ok(n)) => Route::FilePage(id, n),
             _ => Route::NoSuchFile,
         },
-        ("DELETE", ["files", id]) => file_id(id).map_or(Route::NoSuchFile, Route::DeleteFile),
+        ("DELETE", ["files", id]) => attachment_id(id).map_or(Route::NoSuchFile, Route::DeleteFile),
         ("POST", ["messages", message_id, "attachments"]) => Route::LinkAttachments((*message_id).to_owned()),
         ("POST", ["kb", id, "documents"]) => file_id(id).map_or(Route::NoSuchBase, Route::IngestIntoBase),
         ("POST", ["kb", id, "documents", "uploads"]) => file_id(id).map_or(Route::NoSuchBase, Route::DocumentIntent),

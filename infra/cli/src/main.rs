@@ -14,6 +14,10 @@
 //!   refused, listing the ids, when several hold it and none is named; with no base holding
 //!   it (what `rag-ingest` leaves), every document row under the name goes and its table is
 //!   dropped. It commits the teardown, sends its job and prints one JSON object.
+//! - `sluice rag-collections` lists every collection name in the deployment with the bases
+//!   that hold it (id, name, scope, organization, provider, model, width) and their counts
+//!   (documents by state, vectors), as one JSON object; the reference product's operator
+//!   command of the same name.
 //! - `sluice rag-ingest PATH --collection NAME [--knowledge-base ID] [--mode MODE]` ingests
 //!   a local directory the way a sync source does (see `ingest.rs`), with a progress bar,
 //!   and prints what became of the files as JSON.
@@ -129,6 +133,8 @@ enum Command {
         #[arg(long = "top-k", default_value_t = 5, value_parser = clap::value_parser!(i64).range(1..=100))]
         top_k: i64,
     },
+    /// List every collection name with its bases, models and counts.
+    RagCollections,
     /// Tear down a collection name: its base's teardown, or everything under a name no base holds.
     RagDrop {
         /// The collection name.
@@ -175,6 +181,7 @@ async fn run() -> ExitCode {
         Command::Doctor => doctor().await,
         Command::Parse { file, mime, text, markdown } => parse(&file, mime.as_deref(), text, markdown),
         Command::RagDrop { name, knowledge_base } => rag_drop(&name, knowledge_base).await,
+        Command::RagCollections => rag_collections().await,
         Command::Migrate => migrate().await,
         Command::RagIngest { path, collection, knowledge_base, mode } => {
             ingest::run(&path, &collection, knowledge_base, mode).await
@@ -196,6 +203,44 @@ async fn migrate() -> ExitCode {
         }
         Err(error) => {
             eprintln!("sluice migrate: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `sluice rag-collections`: `{"collections": [{name, knowledge_bases: [...], totals}]}` on
+/// stdout; a database failure on stderr, exit code 1.
+async fn rag_collections() -> ExitCode {
+    let listed = async {
+        let db = sluice_store::Db::from_env(&sluice_blob::sdk_config().await, 1).await?;
+        let mut by_name: std::collections::BTreeMap<String, Vec<serde_json::Value>> = Default::default();
+        for base in db.all_knowledge_bases().await? {
+            let counts = db.collection_counts(&base).await?;
+            by_name.entry(base.collection_name.clone()).or_default().push(serde_json::json!({
+                "id": base.id, "name": base.name, "scope": base.scope.as_str(), "org_id": base.org_id,
+                "embedding_provider": base.embedding_provider, "embedding_model": base.embedding_model,
+                "embedding_dim": base.embedding_dim, "document_count": counts.documents,
+                "processing_count": counts.processing, "indexed_count": counts.indexed,
+                "failed_count": counts.failed, "total_vectors": counts.vectors,
+            }));
+        }
+        Ok::<_, sluice_store::StoreError>(by_name)
+    };
+    match listed.await {
+        Ok(by_name) => {
+            let collections: Vec<serde_json::Value> = by_name
+                .into_iter()
+                .map(|(name, bases)| {
+                    let sum = |field: &str| bases.iter().filter_map(|b| b[field].as_i64()).sum::<i64>();
+                    serde_json::json!({"name": name, "document_count": sum("document_count"),
+                        "total_vectors": sum("total_vectors"), "knowledge_bases": bases})
+                })
+                .collect();
+            println!("{}", serde_json::json!({ "collections": collections }));
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("{}", serde_json::json!({"error": format!("database: {error}")}));
             ExitCode::FAILURE
         }
     }

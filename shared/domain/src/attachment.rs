@@ -10,7 +10,9 @@ use uuid::Uuid;
 pub struct AttachmentRef {
     #[serde(rename = "type")]
     pub kind: &'static str,
-    pub attachment_id: Uuid,
+    /// The contract's form: the upload's id as 32 hex digits, with the file's extension when
+    /// it has one (`3f2a…9c.pdf`); `parse_id` reads it back, as it reads a hyphenated id.
+    pub attachment_id: String,
     pub name: String,
     pub mime: String,
     pub size: i64,
@@ -43,15 +45,19 @@ impl AttachmentRef {
         created_at: OffsetDateTime,
         dimensions: Option<(u32, u32)>,
     ) -> Self {
+        let attachment_id = match extension(name) {
+            Some(extension) => format!("{}.{extension}", id.simple()),
+            None => id.simple().to_string(),
+        };
         Self {
             kind: "attachment_ref",
-            attachment_id: id,
+            uri: format!("sluice://attachment/{attachment_id}"),
+            attachment_id,
             name: name.to_owned(),
             mime: mime.to_owned(),
             size,
             checksum_sha256: checksum_sha256.to_owned(),
             created_at,
-            uri: format!("sluice://attachment/{id}"),
             read_policy: "owner_checked_upload",
             width: dimensions.map(|d| d.0),
             height: dimensions.map(|d| d.1),
@@ -71,6 +77,26 @@ impl AttachmentRef {
         self.workspace_folder = Some(folder);
         self
     }
+}
+
+/// A file name's extension as an attachment id carries it: letters and digits, at most ten,
+/// lower-cased.
+fn extension(name: &str) -> Option<String> {
+    let (_, extension) = name.rsplit_once('.')?;
+    let plain = !extension.is_empty() && extension.len() <= 10 && extension.chars().all(|c| c.is_ascii_alphanumeric());
+    plain.then(|| extension.to_ascii_lowercase())
+}
+
+/// An upload's id as a client sends it: an attachment id (32 hex digits, with an extension
+/// or without) or the hyphenated form.
+pub fn parse_id(text: &str) -> Option<Uuid> {
+    let id = match text.split_once('.') {
+        Some((id, extension)) if extension.chars().all(|c| c.is_ascii_alphanumeric()) && !extension.is_empty() => id,
+        Some(_) => return None,
+        None => text,
+    };
+    // Only the two forms the contract names, not the braced or URN ones `Uuid` also reads.
+    (id.len() == 32 || id.len() == 36).then(|| Uuid::parse_str(id).ok()).flatten()
 }
 
 /// What the web app may say of an uploaded image, kept with it and carried in its
@@ -185,5 +211,28 @@ mod tests {
         assert_eq!(ImageHints::parse(None, None, Some(&"a".repeat(129)), true).expect_err("long").0, "gallery_id");
         assert_eq!(ImageHints::parse(Some("false"), None, None, false).expect_err("not an image").0, "vision");
         assert_eq!(ImageHints::parse(None, None, None, false), Ok(ImageHints::default()));
+    }
+
+    #[test]
+    fn an_attachment_id_is_32_hex_digits_with_the_files_extension_and_reads_back() {
+        let id = Uuid::parse_str("0f8fad5b-d9cb-469f-a165-70867728950e").expect("uuid");
+        let at = OffsetDateTime::UNIX_EPOCH;
+        let pdf = AttachmentRef::new(id, "Report.PDF", "application/pdf", 1, "", at, None);
+        assert_eq!(pdf.attachment_id, "0f8fad5bd9cb469fa16570867728950e.pdf");
+        assert_eq!(pdf.uri, "sluice://attachment/0f8fad5bd9cb469fa16570867728950e.pdf");
+        assert_eq!(AttachmentRef::new(id, "notes", "text/plain", 1, "", at, None).attachment_id.len(), 32);
+        for sent in
+            [pdf.attachment_id.as_str(), "0f8fad5bd9cb469fa16570867728950e", "0f8fad5b-d9cb-469f-a165-70867728950e"]
+        {
+            assert_eq!(parse_id(sent), Some(id), "{sent}");
+        }
+        for refused in [
+            "0f8fad5bd9cb469fa16570867728950e.",
+            "0f8fad5bd9cb469fa16570867728950e./x",
+            "{0f8fad5b-d9cb-469f-a165-70867728950e}",
+            "12.pdf",
+        ] {
+            assert_eq!(parse_id(refused), None, "{refused}");
+        }
     }
 }

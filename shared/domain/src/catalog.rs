@@ -30,7 +30,7 @@ pub struct Model {
 
 /// Characters a token is counted as when sizing chunks: English prose runs at four or
 /// more, so a chunk this many characters a token fits the model with room to spare.
-pub const CHARS_PER_TOKEN: u32 = 3;
+pub const CHARS_PER_TOKEN: u32 = 4;
 
 impl Model {
     /// The longest chunk, in characters, the model is taken to read whole.
@@ -98,5 +98,12 @@ mod tests {
         );
         assert_eq!(crate::ingestion::catalog_entries(Some("nope")), None);
         assert_eq!(crate::ingestion::catalog_entries(Some("local")).expect("local").len(), 1);
+        // The reference product's keyless provider, with the models its users pull.
+        let ollama = provider("ollama").expect("ollama");
+        assert!(ollama.keyless);
+        let nomic = ollama.model("nomic-embed-text").expect("nomic-embed-text");
+        assert_eq!((nomic.dim, nomic.max_input_tokens), (768, 2048));
+        let minilm = ollama.model("all-minilm").expect("all-minilm");
+        assert_eq!(minilm.space, local.models[0].space, "one model's vectors, wherever it is served");
     }
 }

@@ -126,7 +126,25 @@ pub struct IngestionConfig {
     /// The organization's LlamaParse key, from its vault (for `parser: llamaparse`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llamaparse_secret_id: Option<uuid::Uuid>,
+    /// How long reading one document may take, in seconds, within the deployment's own limit
+    /// (`SLUICE_DOCUMENT_PARSE_SECS`); unset, the deployment's limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parse_time_limit_seconds: Option<u32>,
 }
+
+/// The reference product's names for Sluice's settings, `(Sluice's, the reference's)`: each
+/// is accepted and sets Sluice's own, answers show Sluice's name, and a refusal names the
+/// field the caller sent.
+pub const REFERENCE_NAMES: &[(&str, &str)] = &[
+    ("ocr_languages", "ocr_language"),
+    ("output_format", "liteparse_output_format"),
+    ("ocr_dpi", "liteparse_dpi"),
+    ("parse_time_limit_seconds", "parse_timeout_seconds"),
+];
+
+/// The shortest and longest per-collection parse time limit: below five seconds no page is
+/// read, and a function runs for at most fifteen minutes, a margin kept for the rest.
+pub const PARSE_TIME_LIMIT_RANGE: std::ops::RangeInclusive<u32> = 5..=840;
 
 impl Default for IngestionConfig {
     fn default() -> Self {
@@ -143,6 +161,7 @@ impl Default for IngestionConfig {
             image_description: None,
             parser: Parser::default(),
             llamaparse_secret_id: None,
+            parse_time_limit_seconds: None,
         }
     }
 }
@@ -161,6 +180,22 @@ impl IngestionConfigError {
     pub fn message(&self) -> String {
         self.fields.iter().map(|(field, why)| format!("{field}: {why}")).collect::<Vec<_>>().join("; ")
     }
+
+    /// The refusal naming each setting as `changes` sent it: a setting sent under the
+    /// reference product's name is refused under that name.
+    pub fn as_sent(mut self, changes: &Value) -> Self {
+        for (ours, theirs) in REFERENCE_NAMES {
+            if changes.get(theirs).is_some() {
+                let (ours, theirs) = (format!("ingestion_config.{ours}"), format!("ingestion_config.{theirs}"));
+                for (field, _) in &mut self.fields {
+                    if *field == ours {
+                        field.clone_from(&theirs);
+                    }
+                }
+            }
+        }
+        self
+    }
 }
 
 impl IngestionConfig {
@@ -172,7 +207,17 @@ impl IngestionConfig {
                 fields: vec![("ingestion_config".to_owned(), "must be a JSON object".to_owned())],
             });
         };
+        if let Some((ours, theirs)) =
+            REFERENCE_NAMES.iter().find(|(ours, theirs)| changes.contains_key(*ours) && changes.contains_key(*theirs))
+        {
+            return Err(IngestionConfigError::one(
+                theirs,
+                format!("is the reference product's name for {ours}; send one of the two"),
+            ));
+        }
         let mut merged = base;
+        // The output a reference parser's name implies, unless the changes name one.
+        let mut implied_output = None;
         for (key, value) in changes {
             match key.as_str() {
                 "chunk_size" => merged.chunk_size = whole_number(key, value)?,
@@ -185,14 +230,15 @@ impl IngestionConfig {
                     merged.auto_ocr =
                         value.as_bool().ok_or_else(|| IngestionConfigError::one(key, "must be true or false"))?
                 }
-                "ocr_languages" => merged.ocr_languages = languages(value)?,
-                "ocr_dpi" => merged.ocr_dpi = whole_number(key, value)?,
+                "ocr_languages" => merged.ocr_languages = languages(key, value)?,
+                "ocr_language" => merged.ocr_languages = joined_languages(key, value)?,
+                "ocr_dpi" | "liteparse_dpi" => merged.ocr_dpi = whole_number(key, value)?,
                 "max_pages" => merged.max_pages = whole_number(key, value)?,
                 "chunk_context" => {
                     merged.chunk_context = serde_json::from_value(value.clone())
                         .map_err(|_| IngestionConfigError::one(key, "must be none, title or title_and_headings"))?;
                 }
-                "output_format" => {
+                "output_format" | "liteparse_output_format" => {
                     merged.output_format = serde_json::from_value(value.clone())
                         .map_err(|_| IngestionConfigError::one(key, "must be markdown or text"))?;
                 }
@@ -201,19 +247,50 @@ impl IngestionConfig {
                         .map_err(|(field, why)| image_refusal(field, why))?;
                 }
                 "parser" => {
-                    merged.parser = serde_json::from_value(value.clone())
-                        .map_err(|_| IngestionConfigError::one(key, "must be sluice or llamaparse"))?;
+                    (merged.parser, implied_output) = parser(key, value)?;
                 }
                 "llamaparse_secret_id" => {
                     merged.llamaparse_secret_id = serde_json::from_value(value.clone()).map_err(|_| {
                         IngestionConfigError::one(key, "must be the id of a key in your vault, or null")
                     })?;
                 }
+                "parse_time_limit_seconds" | "parse_timeout_seconds" => {
+                    merged.parse_time_limit_seconds = match value {
+                        Value::Null => None,
+                        value => Some(whole_number(key, value)?),
+                    };
+                }
                 other => return Err(IngestionConfigError::one(other, "is not an ingestion setting")),
             }
         }
-        merged.validate()?;
+        if let Some(output) = implied_output
+            && !changes.contains_key("output_format")
+            && !changes.contains_key("liteparse_output_format")
+        {
+            merged.output_format = output;
+        }
+        merged.validate().map_err(|e| e.as_sent(&Value::Object(changes.clone())))?;
         Ok(merged)
+    }
+
+    /// Refuses a parse time limit beyond the deployment's own (`deployment`): no document
+    /// is read for longer than it, whatever a collection asks.
+    pub fn within(&self, deployment: std::time::Duration) -> Result<(), IngestionConfigError> {
+        let most = deployment.as_secs();
+        match self.parse_time_limit_seconds {
+            Some(asked) if u64::from(asked) > most => Err(IngestionConfigError::one(
+                "parse_time_limit_seconds",
+                format!("must be at most {most} seconds: this deployment reads a document for at most that long"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// How long reading one document may take: the collection's limit within the
+    /// deployment's.
+    pub fn parse_time_limit(&self, deployment: std::time::Duration) -> std::time::Duration {
+        self.parse_time_limit_seconds
+            .map_or(deployment, |asked| deployment.min(std::time::Duration::from_secs(u64::from(asked))))
     }
 
     /// The defaults for a base embedding with `model`: `DEFAULT_CHUNK_SIZE`, or less when the
@@ -265,6 +342,18 @@ impl IngestionConfig {
         if self.max_pages == 0 || self.max_pages > MAX_PAGES_CEILING {
             return Err(IngestionConfigError::one("max_pages", format!("must be between 1 and {MAX_PAGES_CEILING}")));
         }
+        if let Some(seconds) = self.parse_time_limit_seconds
+            && !PARSE_TIME_LIMIT_RANGE.contains(&seconds)
+        {
+            return Err(IngestionConfigError::one(
+                "parse_time_limit_seconds",
+                format!(
+                    "must be between {} and {} seconds",
+                    PARSE_TIME_LIMIT_RANGE.start(),
+                    PARSE_TIME_LIMIT_RANGE.end()
+                ),
+            ));
+        }
         if self.parser == Parser::Llamaparse && self.llamaparse_secret_id.is_none() {
             return Err(IngestionConfigError::one(
                 "llamaparse_secret_id",
@@ -290,9 +379,33 @@ impl IngestionConfig {
     }
 }
 
+/// The parser a name chooses, with the output it implies: the reference product's `pymupdf`
+/// (flat text) and `liteparse` (markdown by default) are read by Sluice's own parsers.
+fn parser(field: &str, value: &Value) -> Result<(Parser, Option<OutputFormat>), IngestionConfigError> {
+    match value.as_str() {
+        Some("sluice") => Ok((Parser::Sluice, None)),
+        Some("llamaparse") => Ok((Parser::Llamaparse, None)),
+        Some("pymupdf") => Ok((Parser::Sluice, Some(OutputFormat::Text))),
+        Some("liteparse") => Ok((Parser::Sluice, Some(OutputFormat::Markdown))),
+        _ => Err(IngestionConfigError::one(
+            field,
+            "must be sluice or llamaparse (or the reference's pymupdf or liteparse)",
+        )),
+    }
+}
+
+/// Languages as the reference product writes them: one string of Tesseract codes joined by
+/// `+` (`eng+pol`).
+fn joined_languages(field: &str, value: &Value) -> Result<Vec<String>, IngestionConfigError> {
+    let joined = value.as_str().ok_or_else(|| {
+        IngestionConfigError::one(field, "must be Tesseract language codes joined by +, such as \"eng+pol\"")
+    })?;
+    let codes: Vec<Value> = joined.split('+').map(|code| Value::String(code.trim().to_owned())).collect();
+    languages(field, &Value::Array(codes))
+}
+
 /// A list of one or more languages the OCR model reads, without repeats.
-fn languages(value: &Value) -> Result<Vec<String>, IngestionConfigError> {
-    let field = "ocr_languages";
+fn languages(field: &str, value: &Value) -> Result<Vec<String>, IngestionConfigError> {
     let items = value.as_array().filter(|items| !items.is_empty()).ok_or_else(|| {
         IngestionConfigError::one(field, "must be a non-empty list of language codes, such as [\"eng\"]")
     })?;
@@ -375,15 +488,15 @@ mod tests {
         let minilm = crate::catalog::model("local", "all-minilm-l6-v2").expect("in the catalog");
         let small = crate::catalog::model("openai", "text-embedding-3-small").expect("in the catalog");
         let local = IngestionConfig::default_for(Some(minilm));
-        assert_eq!((local.chunk_size, local.chunk_overlap), (750, 150));
+        assert_eq!((local.chunk_size, local.chunk_overlap), (1000, 200));
         assert!(local.fits(minilm).is_ok());
         assert_eq!(IngestionConfig::default_for(Some(small)), IngestionConfig::default());
         assert_eq!(IngestionConfig::from_stored(None, Some(minilm)).expect("defaults"), local);
         let stored = json!({"chunk_size": 600});
-        assert_eq!(IngestionConfig::from_stored(Some(&stored), Some(minilm)).expect("merged").chunk_overlap, 150);
+        assert_eq!(IngestionConfig::from_stored(Some(&stored), Some(minilm)).expect("merged").chunk_overlap, 200);
         let refused = IngestionConfig::default().fits(minilm).expect_err("2500 is cut");
         assert_eq!(refused.fields[0].0, "ingestion_config.chunk_size");
-        assert!(refused.fields[0].1.contains("762") && refused.fields[0].1.contains("256 tokens"), "{refused:?}");
+        assert!(refused.fields[0].1.contains("1016") && refused.fields[0].1.contains("256 tokens"), "{refused:?}");
         let biggest = IngestionConfig { chunk_size: small.max_chunk_chars(), ..IngestionConfig::default() };
         assert!(biggest.fits(small).is_ok());
         assert!(IngestionConfig { chunk_size: small.max_chunk_chars() + 1, ..biggest }.fits(small).is_err());
@@ -418,6 +531,66 @@ mod tests {
         );
         let markdown = IngestionConfig::merged(base, &json!({"output_format": "markdown"})).expect("valid");
         assert_eq!(markdown.output_format, OutputFormat::Markdown);
+    }
+
+    #[test]
+    fn the_reference_products_names_set_sluices_settings_and_are_refused_as_sent() {
+        let base = IngestionConfig::default();
+        let merged = IngestionConfig::merged(
+            base.clone(),
+            &json!({"ocr_language": "eng+chi_sim", "liteparse_output_format": "text", "liteparse_dpi": 300,
+                    "parse_timeout_seconds": 60}),
+        )
+        .expect("the reference's names");
+        assert_eq!(merged.ocr_languages, ["eng", "chi_sim"]);
+        assert_eq!((merged.output_format, merged.ocr_dpi), (OutputFormat::Text, 300));
+        assert_eq!(merged.parse_time_limit_seconds, Some(60));
+        let shown = merged.to_value();
+        assert_eq!(shown["ocr_languages"], json!(["eng", "chi_sim"]), "answers show Sluice's names: {shown}");
+        assert_eq!(shown["parse_time_limit_seconds"], 60);
+        assert!(shown.get("ocr_language").is_none() && shown.get("liteparse_dpi").is_none());
+        // The reference's parsers are read by Sluice's, each with the output it writes.
+        for (parser, output) in [("pymupdf", OutputFormat::Text), ("liteparse", OutputFormat::Markdown)] {
+            let text_base = IngestionConfig { output_format: OutputFormat::Text, ..base.clone() };
+            let merged = IngestionConfig::merged(text_base, &json!({"parser": parser})).expect(parser);
+            assert_eq!((merged.parser, merged.output_format), (Parser::Sluice, output), "{parser}");
+        }
+        let named =
+            IngestionConfig::merged(base.clone(), &json!({"parser": "liteparse", "liteparse_output_format": "text"}))
+                .expect("both");
+        assert_eq!(named.output_format, OutputFormat::Text, "an output the request names wins over the implied one");
+        for (changes, field, says) in [
+            (json!({"ocr_language": "eng+xyz"}), "ingestion_config.ocr_language", "\"xyz\" has no OCR model"),
+            (json!({"ocr_language": ["eng"]}), "ingestion_config.ocr_language", "joined by +"),
+            (json!({"liteparse_dpi": 9000}), "ingestion_config.liteparse_dpi", "between 72 and 400"),
+            (
+                json!({"liteparse_output_format": "html"}),
+                "ingestion_config.liteparse_output_format",
+                "markdown or text",
+            ),
+            (json!({"parse_timeout_seconds": 1}), "ingestion_config.parse_timeout_seconds", "between 5 and 840"),
+            (
+                json!({"parse_time_limit_seconds": 900}),
+                "ingestion_config.parse_time_limit_seconds",
+                "between 5 and 840",
+            ),
+            (json!({"ocr_dpi": 200, "liteparse_dpi": 300}), "ingestion_config.liteparse_dpi", "send one of the two"),
+        ] {
+            let refused = IngestionConfig::merged(base.clone(), &changes).expect_err("refused");
+            assert_eq!(refused.fields[0].0, field, "{changes}");
+            assert!(refused.fields[0].1.contains(says), "{:?}", refused.fields);
+        }
+        // Within the deployment's own limit, and named as sent when beyond it.
+        let deployment = std::time::Duration::from_secs(120);
+        let asked = IngestionConfig::merged(base.clone(), &json!({"parse_timeout_seconds": 300})).expect("in range");
+        let refused = asked
+            .within(deployment)
+            .expect_err("beyond the deployment's")
+            .as_sent(&json!({"parse_timeout_seconds": 300}));
+        assert_eq!(refused.fields[0].0, "ingestion_config.parse_timeout_seconds");
+        assert!(refused.fields[0].1.contains("at most 120 seconds"), "{:?}", refused.fields);
+        assert_eq!(merged.parse_time_limit(deployment), std::time::Duration::from_secs(60));
+        assert_eq!(base.parse_time_limit(deployment), deployment);
     }
 
     #[test]

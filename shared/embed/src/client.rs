@@ -2,7 +2,7 @@
 //! `5xx` are retried with exponential backoff that honours `Retry-After` (in seconds); what
 //! no retry fixes is told apart, so the caller records it instead of retrying.
 
-pub use crate::target::{EmbedError, Target};
+pub use crate::target::{EmbedApi, EmbedError, Target};
 use std::time::Duration;
 
 /// How long one embeddings request may take: a batch of long chunks on a CPU-bound local
@@ -32,6 +32,12 @@ struct Answer {
     data: Vec<Embedding>,
 }
 
+/// Ollama's own answer: the vectors in input order.
+#[derive(Debug, serde::Deserialize)]
+struct OllamaAnswer {
+    embeddings: Vec<Vec<f32>>,
+}
+
 #[derive(Debug, serde::Deserialize)]
 struct Embedding {
     index: usize,
@@ -59,13 +65,18 @@ pub async fn embed(
     if let Some(model) = target.base_url.strip_prefix(crate::in_process::SCHEME) {
         return crate::in_process::embed(model, target, texts).await;
     }
-    let url = format!("{}/embeddings", target.base_url.trim_end_matches('/'));
+    let base = target.base_url.trim_end_matches('/');
+    let (url, body) = match target.api {
+        EmbedApi::OpenAi => (format!("{base}/embeddings"), serde_json::json!({"model": target.model, "input": texts})),
+        EmbedApi::Ollama => {
+            (format!("{base}/api/embed"), serde_json::json!({"model": target.model, "input": texts, "truncate": false}))
+        }
+    };
     if let Err(why) = crate::network::NetworkPolicy::current().check_url(&url) {
         // Told apart from nothing else: a refused address reads as one that did not answer.
         tracing::warn!(why, "embedding address refused");
         return Err(EmbedError::Unreachable);
     }
-    let body = serde_json::json!({"model": target.model, "input": texts});
     // Room for every vector written out in full, and a margin; an answer beyond it is no
     // answer to this request.
     let cap = (1 << 20) + texts.len() * target.dimensions.max(1) * 32;
@@ -79,8 +90,18 @@ pub async fn embed(
         let wait = match request.send().await {
             Ok(answer) if answer.status().is_success() => {
                 let body = crate::read_capped(answer, cap).await.ok_or(EmbedError::Malformed)?;
-                let answer: Answer = serde_json::from_slice(&body).map_err(|_| EmbedError::Malformed)?;
-                return order(answer, texts.len(), target.dimensions);
+                return match target.api {
+                    EmbedApi::OpenAi => {
+                        let answer: Answer = serde_json::from_slice(&body).map_err(|_| EmbedError::Malformed)?;
+                        order(answer, texts.len(), target.dimensions)
+                    }
+                    EmbedApi::Ollama => {
+                        let answer: OllamaAnswer = serde_json::from_slice(&body).map_err(|_| EmbedError::Malformed)?;
+                        let whole = answer.embeddings.len() == texts.len()
+                            && answer.embeddings.iter().all(|v| v.len() == target.dimensions);
+                        if whole { Ok(answer.embeddings) } else { Err(EmbedError::Malformed) }
+                    }
+                };
             }
             Ok(answer) => {
                 let status = answer.status().as_u16();

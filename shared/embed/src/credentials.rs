@@ -74,6 +74,7 @@ pub async fn target_for(
         )));
     };
     let dimensions = usize::try_from(base.embedding_dim).unwrap_or_default();
+    let mut api = crate::target::EmbedApi::OpenAi;
     let (base_url, api_key) = match resolve_key(db, vault, base).await? {
         KeyResolution::Keyless => {
             // Only the deployment's services and the base's own organization's: a row naming
@@ -88,6 +89,9 @@ pub async fn target_for(
                     base.collection_name, provider.id, base.id
                 )));
             };
+            if provider.id == "ollama" {
+                api = crate::target::EmbedApi::of_ollama(&endpoint.base_url);
+            }
             (endpoint.base_url, None)
         }
         KeyResolution::Key(key) => {
@@ -96,7 +100,7 @@ pub async fn target_for(
         }
         KeyResolution::NoKey(why) => return Ok(Err(why.refusal(base))),
     };
-    Ok(Ok(crate::target::Target { base_url, model: base.embedding_model.clone(), dimensions, api_key }))
+    Ok(Ok(crate::target::Target { base_url, model: base.embedding_model.clone(), dimensions, api_key, api }))
 }
 
 /// Resolves the key `base` embeds with.

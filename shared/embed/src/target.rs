@@ -6,11 +6,33 @@ use std::time::Duration;
 /// Where and how a collection embeds.
 #[derive(Debug, Clone)]
 pub struct Target {
-    /// The endpoint's base URL, e.g. `https://api.openai.com/v1`; `/embeddings` is appended.
+    /// The endpoint's base URL, e.g. `https://api.openai.com/v1`; `/embeddings` is appended
+    /// (`/api/embed` for Ollama's own API).
     pub base_url: String,
     pub model: String,
     pub dimensions: usize,
     pub api_key: Option<ApiKey>,
+    pub api: EmbedApi,
+}
+
+/// The embeddings API an endpoint speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EmbedApi {
+    /// `POST {base_url}/embeddings`, OpenAI's shape, which hosted providers and most servers
+    /// (Ollama's `/v1` among them) speak.
+    #[default]
+    OpenAi,
+    /// Ollama's own `POST {base_url}/api/embed`, asked never to cut an input short
+    /// (`truncate: false`), so a chunk too long for the model fails instead of losing its end.
+    Ollama,
+}
+
+impl EmbedApi {
+    /// How an Ollama registered at `base_url` is asked: through its OpenAI-compatible API
+    /// when the address ends in `/v1` (as an OpenAI base URL does), else through its own.
+    pub fn of_ollama(base_url: &str) -> Self {
+        if base_url.trim_end_matches('/').ends_with("/v1") { Self::OpenAi } else { Self::Ollama }
+    }
 }
 
 /// An API key, opened; never printed.

@@ -116,12 +116,32 @@ pub fn extract(kind: &FileKind, bytes: &[u8], options: &ExtractOptions) -> Resul
         }
         FileType::Text => {
             let markup = match kind.extension {
-                "xml" => Markup::Xml,
+                "xml" | "svg" => Markup::Xml,
                 "html" => Markup::Html,
                 _ => Markup::Plain,
             };
             let decoded = decode(bytes, markup);
             let mut budget = TextBudget::new(max_chars, options.time_limit);
+            if kind.extension == "svg" {
+                return Ok(match crate::svg::text_of(&decoded.text) {
+                    Ok(words) => {
+                        let _ = budget.push(&words);
+                        let (text, truncated) = budget.finish();
+                        Extraction {
+                            text: Some(text),
+                            truncated,
+                            encoding: Some(decoded.encoding.to_owned()),
+                            ..Extraction::default()
+                        }
+                    }
+                    Err(_) => Extraction {
+                        unreadable: Some(
+                            "svg: the drawing is not well-formed XML, so its words were not read".to_owned(),
+                        ),
+                        ..Extraction::default()
+                    },
+                });
+            }
             let markdown = options.markdown && crate::kinds::writes_markdown(kind.extension);
             if markdown {
                 let written = match markup {

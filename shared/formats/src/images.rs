@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 /// An image smaller than this on either side is an icon, a rule or a bullet.
 pub const MIN_SIDE: u32 = 32;
@@ -84,7 +84,15 @@ pub struct FoundImage {
     pub height: u32,
     /// Hex SHA-256 of `bytes`: identical images are described once per collection.
     pub sha256: String,
+    /// The other places in the document that show the same image, `(offset, page)` in
+    /// order: it is described once and its description written at each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_at: Vec<(usize, u32)>,
 }
+
+/// The most other places one image's description is written at (a logo on every page of a
+/// long report is described once and named at most this many times again).
+pub const MAX_REPEATS: usize = 100;
 
 mod base64_bytes {
     use base64::Engine;
@@ -106,9 +114,9 @@ mod base64_bytes {
 pub struct ImageCollector {
     max_images: usize,
     found: Vec<FoundImage>,
-    /// The hashes of what was found, and of what was skipped as too small, so a repeat is
-    /// neither sent twice nor counted twice.
-    seen: HashSet<[u8; 32]>,
+    /// The hashes of what was seen, with the place in `found` of those found, so a repeat is
+    /// neither sent nor counted twice, and a found one's repeat is placed again.
+    seen: HashMap<[u8; 32], Option<usize>>,
     skipped: BTreeMap<SkipReason, u32>,
     page: u32,
     /// The bytes of what was found.
@@ -123,13 +131,11 @@ impl ImageCollector {
     /// An image's encoded bytes (a document's own PNG, JPEG, GIF or WebP part), placed at
     /// `offset`.
     pub fn offer_encoded(&mut self, bytes: &[u8], offset: usize) {
-        if !self.first_sight(bytes) {
-            return;
-        }
+        let Some(hash) = self.first_sight(bytes, offset) else { return };
         match imagesize::blob_size(bytes) {
             Ok(size) if !self.wants(side(size.width), side(size.height)) => {}
             Ok(_) => match decode(bytes) {
-                Some(image) => self.offer_decoded(image, offset),
+                Some(image) => self.offer_decoded(image, offset, hash),
                 None => self.skip(SkipReason::Undecodable),
             },
             Err(_) => self.skip(SkipReason::Undecodable),
@@ -139,8 +145,8 @@ impl ImageCollector {
     /// An image's pixels (a PDF's image object, a TIFF's page), placed at `offset`; the
     /// same pixels again are a repeat.
     pub fn offer_pixels(&mut self, image: image::DynamicImage, offset: usize) {
-        if self.first_sight(image.as_bytes()) {
-            self.offer_decoded(image, offset);
+        if let Some(hash) = self.first_sight(image.as_bytes(), offset) {
+            self.offer_decoded(image, offset, hash);
         }
     }
 
@@ -168,12 +174,29 @@ impl ImageCollector {
         self.skip(SkipReason::NotInFile);
     }
 
-    /// Whether this is the first time `bytes` were seen in the document.
-    fn first_sight(&mut self, bytes: &[u8]) -> bool {
-        self.seen.insert(Sha256::digest(bytes).into())
+    /// The hash of `bytes` when this is the first time they were seen in the document; a
+    /// repeat of an image found is placed again at `offset`.
+    fn first_sight(&mut self, bytes: &[u8], offset: usize) -> Option<[u8; 32]> {
+        let hash: [u8; 32] = Sha256::digest(bytes).into();
+        match self.seen.get(&hash) {
+            None => {
+                self.seen.insert(hash, None);
+                Some(hash)
+            }
+            Some(Some(index)) => {
+                let place = (offset, self.page);
+                let image = &mut self.found[*index];
+                let new_place = (image.offset, image.page) != place && image.also_at.last() != Some(&place);
+                if new_place && image.also_at.len() < MAX_REPEATS {
+                    image.also_at.push(place);
+                }
+                None
+            }
+            Some(None) => None,
+        }
     }
 
-    fn offer_decoded(&mut self, image: image::DynamicImage, offset: usize) {
+    fn offer_decoded(&mut self, image: image::DynamicImage, offset: usize, hash: [u8; 32]) {
         if !worth_describing(u64::from(image.width()), u64::from(image.height())) {
             return self.skip(SkipReason::TooSmall);
         }
@@ -188,7 +211,17 @@ impl ImageCollector {
                 self.bytes += bytes.len();
                 let sha256 = hex(&Sha256::digest(&bytes));
                 let (media_type, page) = (media_type.to_owned(), self.page);
-                self.found.push(FoundImage { offset, page, media_type, bytes, width, height, sha256 });
+                self.found.push(FoundImage {
+                    offset,
+                    page,
+                    media_type,
+                    bytes,
+                    width,
+                    height,
+                    sha256,
+                    also_at: Vec::new(),
+                });
+                self.seen.insert(hash, Some(self.found.len() - 1));
             }
             None => self.skip(SkipReason::TooLarge),
         }
@@ -200,7 +233,11 @@ impl ImageCollector {
 
     /// What was found (offsets cut to the final text's length) and what was skipped, why.
     pub fn finish(self, text_len: usize) -> (Vec<FoundImage>, Vec<(SkipReason, u32)>) {
-        let found = self.found.into_iter().map(|image| FoundImage { offset: image.offset.min(text_len), ..image });
+        let found = self.found.into_iter().map(|image| FoundImage {
+            offset: image.offset.min(text_len),
+            also_at: image.also_at.into_iter().map(|(offset, page)| (offset.min(text_len), page)).collect(),
+            ..image
+        });
         (found.collect(), self.skipped.into_iter().collect())
     }
 }
@@ -277,7 +314,29 @@ mod tests {
         assert_eq!((found[1].width, found[1].height), (1024, 51));
         assert_ne!(found[0].sha256, found[1].sha256);
         assert_eq!(skipped, [(SkipReason::TooSmall, 1), (SkipReason::OverMaxImages, 1), (SkipReason::Undecodable, 1)]);
+        assert!(found[0].also_at.is_empty(), "a repeat at the same place is no other place");
         // What crosses to the parse function survives the trip.
+        let json = serde_json::to_string(&found[0]).expect("serialised");
+        assert_eq!(serde_json::from_str::<FoundImage>(&json).expect("read back"), found[0]);
+    }
+
+    #[test]
+    fn an_image_repeated_on_later_pages_is_found_once_with_every_other_place() {
+        let mut images = ImageCollector::new(ImageOptions { max_images: 5 });
+        let (chart, icon) = (png(300, 200, 7), png(16, 16, 0));
+        for page in 1..=3u32 {
+            images.on_page(page);
+            images.offer_encoded(&chart, page as usize * 100);
+            images.offer_encoded(&icon, page as usize * 100);
+        }
+        images.on_page(4);
+        images.offer_pixels(image::load_from_memory(&chart).expect("decoded"), 999);
+        let (found, skipped) = images.finish(350);
+        assert_eq!(found.len(), 2, "the chart once from its bytes, once from its pixels");
+        assert_eq!((found[0].offset, found[0].page), (100, 1));
+        assert_eq!(found[0].also_at, [(200, 2), (300, 3)]);
+        assert_eq!((found[1].offset, found[1].page), (350, 4), "cut to the text's length");
+        assert_eq!(skipped, [(SkipReason::TooSmall, 1)], "the icon is counted once");
         let json = serde_json::to_string(&found[0]).expect("serialised");
         assert_eq!(serde_json::from_str::<FoundImage>(&json).expect("read back"), found[0]);
     }

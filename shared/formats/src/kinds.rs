@@ -120,6 +120,9 @@ pub const KINDS: &[FileKind] = &[
     kind("html", "text/html", &["text/html"], T::Text, F::Text),
     kind("xml", "application/xml", &["application/xml", "text/xml"], T::Text, F::Text),
     kind("json", "application/json", &["application/json", "text/json"], T::Text, F::Text),
+    // A drawing in XML: read for its words (`crate::svg`), and served only as a download,
+    // never shown where its scripts could run.
+    kind("svg", "image/svg+xml", &["image/svg+xml"], T::Text, F::Text),
     kind("zip", "application/zip", &["application/zip", "application/x-zip-compressed"], T::Archive, F::Zip(None)),
     kind(
         "tar.gz",

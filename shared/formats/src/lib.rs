@@ -24,6 +24,7 @@ pub mod pdf_structure;
 pub mod scan;
 pub mod sheets;
 pub mod sniff;
+pub mod svg;
 pub mod text;
 pub mod tiff_pages;
 pub mod titles;

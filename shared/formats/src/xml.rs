@@ -21,8 +21,25 @@ pub enum XmlError {
 }
 
 /// Walks `xml`, calling `visit` for every node until it returns `Ok(false)` (stop) or
-/// an error (passed up).
-pub fn walk<E: From<XmlError>>(xml: &[u8], mut visit: impl FnMut(Node<'_>) -> Result<bool, E>) -> Result<(), E> {
+/// an error (passed up). A DOCTYPE is refused.
+pub fn walk<E: From<XmlError>>(xml: &[u8], visit: impl FnMut(Node<'_>) -> Result<bool, E>) -> Result<(), E> {
+    walk_with(xml, false, visit)
+}
+
+/// `walk` that passes over a DOCTYPE (a standalone SVG file often carries one): its
+/// declarations are never read, so an entity it declares is never expanded.
+pub fn walk_past_doctype<E: From<XmlError>>(
+    xml: &[u8],
+    visit: impl FnMut(Node<'_>) -> Result<bool, E>,
+) -> Result<(), E> {
+    walk_with(xml, true, visit)
+}
+
+fn walk_with<E: From<XmlError>>(
+    xml: &[u8],
+    doctype_passed: bool,
+    mut visit: impl FnMut(Node<'_>) -> Result<bool, E>,
+) -> Result<(), E> {
     let mut reader = quick_xml::Reader::from_reader(xml);
     reader.config_mut().check_end_names = false;
     let mut buf = Vec::new();
@@ -44,6 +61,7 @@ pub fn walk<E: From<XmlError>>(xml: &[u8], mut visit: impl FnMut(Node<'_>) -> Re
                 }
                 None => true,
             },
+            Event::DocType(_) if doctype_passed => true,
             Event::DocType(_) => return Err(XmlError::Doctype.into()),
             Event::Eof => return Ok(()),
             _ => true,

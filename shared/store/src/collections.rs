@@ -133,6 +133,21 @@ impl Db {
             .await?
             .get(0);
         let cleared = base.is_default;
+        // Its sync sources are detached, not deleted: each keeps its configuration and run
+        // history until it is pointed at another collection; a run still going ends here.
+        tx.execute(
+            "UPDATE sync_logs SET status = 'failed', finished_at = now(), \
+             message = 'the knowledge base was deleted; the source was detached' \
+             WHERE status = 'running' AND source_id IN (SELECT id FROM sync_sources WHERE kb_id = $1)",
+            &[&kb_id],
+        )
+        .await?;
+        tx.execute(
+            "UPDATE sync_sources SET kb_id = NULL, detached_at = now(), next_run_at = NULL, updated_at = now() \
+             WHERE kb_id = $1",
+            &[&kb_id],
+        )
+        .await?;
         // The base's documents go with it, in this transaction: afterwards nothing would say
         // they were the base's. Their chunks and stored objects are the teardown's.
         let documents = tx

@@ -283,6 +283,13 @@ impl Db {
             .collect())
     }
 
+    /// Every base in the deployment, by collection name (the operator's `sluice rag-collections`).
+    pub async fn all_knowledge_bases(&self) -> Result<Vec<KnowledgeBase>, StoreError> {
+        let client = self.client().await?;
+        let sql = format!("SELECT {COLUMNS} FROM knowledge_bases kb ORDER BY kb.collection_name, kb.created_at, kb.id");
+        Ok(client.query(&sql, &[]).await?.iter().map(from_row).collect())
+    }
+
     /// Writes a base's changeable settings (never its scope, collection name or width).
     pub async fn update_knowledge_base(&self, base: &KnowledgeBase) -> Result<Option<KnowledgeBase>, StoreError> {
         let client = self.client().await?;

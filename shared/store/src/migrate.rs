@@ -34,6 +34,8 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (23, "document_titles", include_str!("../migrations/0023_document_titles.sql")),
     (24, "rerank", include_str!("../migrations/0024_rerank.sql")),
     (25, "ingest_claims", include_str!("../migrations/0025_ingest_claims.sql")),
+    (26, "detached_sources", include_str!("../migrations/0026_detached_sources.sql")),
+    (27, "minilm_chunk_size", include_str!("../migrations/0027_minilm_chunk_size.sql")),
 ];
 
 /// The schema version this build's code is written against.

@@ -246,6 +246,7 @@ async fn pdf_end_to_end(db: &Db, client: &tokio_postgres::Client) {
         model: "all-minilm-l6-v2".to_owned(),
         dimensions: DIMENSIONS,
         api_key: None,
+        api: Default::default(),
     };
     let http = sluice_embed::http_client();
     let started = Instant::now();

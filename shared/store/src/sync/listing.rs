@@ -124,7 +124,7 @@ pub(super) async fn record_listed(
 ) -> Result<(Vec<(Uuid, serde_json::Value)>, usize), StoreError> {
     let addresses: Vec<String> = files.iter().map(|f| source.location.address(&f.object.key)).collect();
     let labels: Vec<String> = files.iter().map(|f| f.label.clone()).collect();
-    let existing = existing_documents(tx, source.kb_id, &addresses, &labels).await?;
+    let existing = existing_documents(tx, base.kb_id, &addresses, &labels).await?;
     let mut claims = Vec::new();
     let mut skipped = 0;
     let mut new_rows: Vec<(Uuid, &ListedFile, &String, Option<Uuid>)> = Vec::new();
@@ -164,7 +164,7 @@ pub(super) async fn record_listed(
              AS n(id, name, size, kind, path, etag, replaces)",
             &[
                 &source.collection_name,
-                &source.kb_id,
+                &base.kb_id,
                 &base.org_id,
                 &base.owner_id,
                 &source.organizational_unit,
@@ -226,13 +226,17 @@ impl Db {
         };
         let source_id: Uuid = row.get(0);
         let Some(found) = tx
-            .query_opt(&format!("SELECT {SOURCE_COLUMNS} FROM sync_sources s WHERE s.id = $1"), &[&source_id])
+            .query_opt(
+                &format!("SELECT {SOURCE_COLUMNS} FROM sync_sources s WHERE s.id = $1 AND s.kb_id IS NOT NULL"),
+                &[&source_id],
+            )
             .await?
         else {
             return Ok(PageOutcome::Stale);
         };
         let source = source(&found)?;
-        let Some(base) = base_facts(&tx, source.kb_id).await? else { return Ok(PageOutcome::Stale) };
+        let Some(kb_id) = source.kb_id else { return Ok(PageOutcome::Stale) };
+        let Some(base) = base_facts(&tx, kb_id).await? else { return Ok(PageOutcome::Stale) };
         let (jobs, skipped) = record_listed(&tx, &source, &base, files, Some(job.run_id)).await?;
         let counted = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
         tx.execute(
@@ -326,7 +330,8 @@ impl Db {
     ) -> Result<Vec<(Uuid, serde_json::Value)>, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        let Some(base) = base_facts(&tx, source.kb_id).await? else { return Ok(Vec::new()) };
+        let Some(kb_id) = source.kb_id else { return Ok(Vec::new()) };
+        let Some(base) = base_facts(&tx, kb_id).await? else { return Ok(Vec::new()) };
         let (jobs, _) = record_listed(&tx, source, &base, std::slice::from_ref(file), None).await?;
         tx.commit().await?;
         Ok(jobs)

@@ -137,8 +137,12 @@ pub(super) async fn start_run(
     trigger: &str,
     confirm_removals: bool,
 ) -> Result<RunStart, StoreError> {
-    let Some(row) =
-        tx.query_opt("SELECT kb_id, collection_name, sync_mode FROM sync_sources WHERE id = $1", &[&source_id]).await?
+    let Some(row) = tx
+        .query_opt(
+            "SELECT kb_id, collection_name, sync_mode FROM sync_sources WHERE id = $1 AND kb_id IS NOT NULL",
+            &[&source_id],
+        )
+        .await?
     else {
         return Ok(RunStart::SourceGone);
     };

@@ -14,7 +14,9 @@ use uuid::Uuid;
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyncSource {
     pub id: Uuid,
-    pub kb_id: Uuid,
+    /// The base it feeds; `None` once that base was deleted (the source is detached, keeps
+    /// its configuration and runs no more until it is pointed at another collection).
+    pub kb_id: Option<Uuid>,
     pub collection_name: String,
     pub org_id: Option<Uuid>,
     pub created_by: Uuid,
@@ -32,11 +34,13 @@ pub struct SyncSource {
     pub max_removal_percent: i32,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
+    /// When its base was deleted, for a detached source.
+    pub detached_at: Option<OffsetDateTime>,
 }
 
 pub(super) const SOURCE_COLUMNS: &str = "s.id, s.kb_id, s.collection_name, s.org_id, s.created_by, s.name, s.config, s.role_arn, \
     s.external_id, s.secret_id, s.sync_mode, s.schedule, s.next_run_at, s.event_driven, s.organizational_unit, \
-    s.max_removal_percent, s.created_at, s.updated_at";
+    s.max_removal_percent, s.created_at, s.updated_at, s.detached_at";
 
 pub(super) fn source(row: &Row) -> Result<SyncSource, StoreError> {
     let config: serde_json::Value = row.get("config");
@@ -61,6 +65,7 @@ pub(super) fn source(row: &Row) -> Result<SyncSource, StoreError> {
         max_removal_percent: row.get("max_removal_percent"),
         created_at: row.get("created_at"),
         updated_at: row.get("updated_at"),
+        detached_at: row.get("detached_at"),
     })
 }
 
@@ -105,6 +110,7 @@ pub(super) fn next_run(schedule: Option<&str>, after: OffsetDateTime) -> Option<
 
 /// What a page (or one event) needs of the source's base.
 pub(super) struct BaseFacts {
+    pub(super) kb_id: Uuid,
     pub(super) org_id: Option<Uuid>,
     pub(super) owner_id: Uuid,
     pub(super) ingestion_config: serde_json::Value,
@@ -115,6 +121,7 @@ pub(super) async fn base_facts(tx: &Transaction<'_>, kb_id: Uuid) -> Result<Opti
         .query_opt("SELECT org_id, owner_id, ingestion_config FROM knowledge_bases WHERE id = $1 FOR SHARE", &[&kb_id])
         .await?;
     Ok(row.map(|r| BaseFacts {
+        kb_id,
         org_id: r.get(0),
         owner_id: r.get(1),
         ingestion_config: r.get::<_, Option<serde_json::Value>>(2).unwrap_or_else(|| serde_json::json!({})),
@@ -126,7 +133,8 @@ impl Db {
     pub async fn insert_sync_source(&self, source: &SyncSource, who: &Audit) -> Result<bool, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        if base_facts(&tx, source.kb_id).await?.is_none() {
+        let Some(kb_id) = source.kb_id else { return Ok(false) };
+        if base_facts(&tx, kb_id).await?.is_none() {
             return Ok(false);
         }
         tx.execute(
@@ -169,7 +177,7 @@ impl Db {
                 "UPDATE sync_sources SET name = $2, config = $3, role_arn = $4, secret_id = $5, sync_mode = $6, \
                  schedule = $7, next_run_at = CASE WHEN schedule IS NOT DISTINCT FROM $7 AND next_run_at IS NOT NULL \
                  THEN next_run_at ELSE $8 END, event_driven = $9, organizational_unit = $10, \
-                 max_removal_percent = $11, external_id = $12, updated_at = now() WHERE id = $1",
+                 max_removal_percent = $11, external_id = $12, updated_at = now() WHERE id = $1 AND kb_id IS NOT NULL",
                 &[
                     &source.id,
                     &source.name,
@@ -227,6 +235,69 @@ impl Db {
         row.as_ref().map(source).transpose()
     }
 
+    /// The detached sources of organization `org_id` (every one, for a caller who manages
+    /// its collections) or created by `creator`, oldest first.
+    pub async fn detached_sync_sources(
+        &self,
+        org_id: Option<Uuid>,
+        creator: Uuid,
+    ) -> Result<Vec<SyncSource>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT {SOURCE_COLUMNS} FROM sync_sources s WHERE s.kb_id IS NULL \
+                     AND (s.created_by = $2 OR ($1::uuid IS NOT NULL AND s.org_id = $1)) ORDER BY s.created_at"
+                ),
+                &[&org_id, &creator],
+            )
+            .await?;
+        rows.iter().map(source).collect()
+    }
+
+    /// Points `source` at `kb_id`'s collection `collection_name`, with its audit row naming
+    /// the collection it left: attached again (a detached source) or moved (its claims are
+    /// released, so the documents it brought stay where they are, no longer synced). `false`
+    /// when the source or the base is gone, or a run of it is going.
+    pub async fn repoint_sync_source(
+        &self,
+        source: &SyncSource,
+        (kb_id, collection_name): (Uuid, &str),
+        who: &Audit,
+    ) -> Result<bool, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        if base_facts(&tx, kb_id).await?.is_none() {
+            return Ok(false);
+        }
+        let running =
+            tx.query_opt("SELECT 1 FROM sync_logs WHERE source_id = $1 AND status = 'running'", &[&source.id]).await?;
+        if running.is_some() {
+            return Ok(false);
+        }
+        tx.execute("DELETE FROM rag_document_claims WHERE source_id = $1", &[&source.id]).await?;
+        tx.execute("UPDATE rag_documents SET sync_source_id = NULL WHERE sync_source_id = $1", &[&source.id]).await?;
+        let changed = tx
+            .execute(
+                "UPDATE sync_sources SET kb_id = $2, collection_name = $3, detached_at = NULL, next_run_at = $4, \
+                 updated_at = now() WHERE id = $1",
+                &[
+                    &source.id,
+                    &kb_id,
+                    &collection_name,
+                    &next_run(source.schedule.as_deref(), OffsetDateTime::now_utc()),
+                ],
+            )
+            .await?;
+        if changed == 0 {
+            return Ok(false);
+        }
+        let moved = SyncSource { kb_id: Some(kb_id), collection_name: collection_name.to_owned(), ..source.clone() };
+        audit(&tx, "sync_source.repointed", who, &moved).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
     pub async fn sync_sources_of(&self, kb_id: Uuid) -> Result<Vec<SyncSource>, StoreError> {
         let client = self.client().await?;
         let rows = client
@@ -250,7 +321,8 @@ impl Db {
         let client = self.client().await?;
         let row = client
             .query_one(
-                "SELECT count(*) FROM sync_sources WHERE event_driven AND config ->> 'bucket' = $1 AND id <> $4 \
+                "SELECT count(*) FROM sync_sources WHERE event_driven AND kb_id IS NOT NULL AND config ->> 'bucket' = $1 \
+                 AND id <> $4 \
                  AND CASE WHEN $2::uuid IS NULL THEN org_id IS NULL AND created_by = $3 ELSE org_id = $2 END",
                 &[&bucket, &org_id, &owner, &except],
             )
@@ -264,7 +336,8 @@ impl Db {
         let rows = client
             .query(
                 &format!(
-                    "SELECT {SOURCE_COLUMNS} FROM sync_sources s WHERE s.event_driven AND s.config ->> 'bucket' = $1"
+                    "SELECT {SOURCE_COLUMNS} FROM sync_sources s WHERE s.event_driven AND s.kb_id IS NOT NULL \
+                     AND s.config ->> 'bucket' = $1"
                 ),
                 &[&bucket],
             )
@@ -279,7 +352,7 @@ impl Db {
         let tx = client.transaction().await?;
         let due = tx
             .query(
-                "SELECT id, schedule FROM sync_sources WHERE next_run_at <= $1 ORDER BY next_run_at \
+                "SELECT id, schedule FROM sync_sources WHERE next_run_at <= $1 AND kb_id IS NOT NULL ORDER BY next_run_at \
                  LIMIT $2 FOR UPDATE SKIP LOCKED",
                 &[&now, &limit],
             )
