@@ -31,6 +31,7 @@ RAPIDOCR_WHEEL_VERSION=1.4.4
 RAPIDOCR_V6_WHEEL_VERSION=3.10.0
 ONNX_VERSION=1.23.2
 NUMPY_VERSION=2.4.6
+PILLOW_VERSION=13.0.0
 
 log() { printf '[stack] %s\n' "$*" >&2; }
 
@@ -190,6 +191,26 @@ provision() {
     mkdir -p "$LOCAL/ocr/models"
     unzip -q -o -j "$wheel" 'rapidocr/models/PP-OCRv6_rec_small.onnx' -d "$LOCAL/ocr/models"
     rm -f "$LOCAL/ocr/models/ch_PP-OCRv4_rec_infer.onnx"
+  fi
+  # (e2) The recognizer with its convolutions in int8, whole and cut to the Latin script (what
+  # OCR reads with unless SLUICE_OCR_PRECISION=fp32), written by the layer's own script;
+  # rewritten when it changes.
+  local rec_script="$ROOT/infra/layers/ocr/recognizer_int8.py" rec_stamp
+  rec_stamp=$(sha256sum "$rec_script" | cut -c1-64)
+  if [ ! -f "$LOCAL/ocr/models/PP-OCRv6_rec_small-int8.onnx" ] || [ ! -f "$LOCAL/ocr/models/PP-OCRv6_rec_small-int8-latin.onnx" ] \
+    || [ "$(cat "$LOCAL/ocr/models/PP-OCRv6_rec_small-int8.sha256" 2>/dev/null)" != "$rec_stamp" ]; then
+    if ! "$LOCAL/onnx-venv/bin/python" -c 'import PIL' 2>/dev/null; then
+      log "installing Pillow==$PILLOW_VERSION into $LOCAL/onnx-venv"
+      "$LOCAL/onnx-venv/bin/pip" install --quiet "Pillow==$PILLOW_VERSION"
+    fi
+    log "writing the int8 OCR recognizer"
+    rm -f "$LOCAL/ocr/models/PP-OCRv6_rec_small-int8.onnx"
+    "$LOCAL/onnx-venv/bin/python" "$rec_script" "$LOCAL/ocr/models/PP-OCRv6_rec_small.onnx" \
+      "$LOCAL/ocr/models/PP-OCRv6_rec_small-int8.onnx" "$LOCAL/ocr/models/PP-OCRv6_rec_small-int8-latin.onnx" 2>&1 \
+      | grep -v -e '^WARNING:root:Please consider' >&2 || true
+    [ -s "$LOCAL/ocr/models/PP-OCRv6_rec_small-int8.onnx" ] && [ -s "$LOCAL/ocr/models/PP-OCRv6_rec_small-int8-latin.onnx" ] \
+      || { log "the int8 OCR recognizers were not written"; exit 1; }
+    printf '%s' "$rec_stamp" >"$LOCAL/ocr/models/PP-OCRv6_rec_small-int8.sha256"
   fi
 }
 

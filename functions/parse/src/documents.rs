@@ -13,7 +13,7 @@ use sluice_domain::ingestion::{IngestionConfig, OutputFormat, Parser};
 use sluice_domain::vision::ImageDescription;
 use sluice_formats::budget::TextBudget;
 use sluice_formats::images::ImageOptions;
-use sluice_formats::{ExtractOptions, Extraction, OcrOptions};
+use sluice_formats::{ExtractOptions, Extraction, OcrAlphabet, OcrOptions};
 use sluice_queue::jobs::{DocumentJob, STAGE_LEASE};
 use sluice_store::{Document, PARSE_DOCUMENT_TOPIC, ParsedText, Stage, Turn};
 use sluice_vision::Parsed;
@@ -150,7 +150,11 @@ fn document_options(config: &sluice_domain::Config, ingestion: &IngestionConfig)
         .with_markdown(ingestion.output_format == OutputFormat::Markdown)
         .with_images(describing.map(|s| ImageOptions { max_images: s.max_images }))
         .with_max_pages(ingestion.max_pages)
-        .with_ocr(ingestion.auto_ocr.then_some(OcrOptions { dpi: ingestion.ocr_dpi, max_pages: ingestion.max_pages }));
+        .with_ocr(ingestion.auto_ocr.then_some(OcrOptions {
+            dpi: ingestion.ocr_dpi,
+            max_pages: ingestion.max_pages,
+            alphabet: OcrAlphabet::for_languages(&ingestion.ocr_languages),
+        }));
     options.time_limit = ingestion.parse_time_limit(config.document_parse_time_limit);
     options.limits = sluice_isolate::archive_limits(config);
     options

@@ -48,6 +48,9 @@ pub struct Config {
     pub parser_poll_time_limit: std::time::Duration,
     /// `CHAT_OCR_MAX_PAGES`: the most scanned pages OCRed from a chat upload (0: none).
     pub chat_ocr_max_pages: u32,
+    /// `CHAT_OCR_LANGUAGES`: the languages a chat upload's scans are read in, Tesseract codes
+    /// joined by `+` as the reference product writes them (default `eng`).
+    pub chat_ocr_languages: Vec<String>,
     /// `SLUICE_INGEST_MAX_RECEIVES`: the delivery on which a failure that might pass later
     /// is recorded instead of retried (the ingest queue's `maxReceiveCount`).
     pub ingest_max_receives: u32,
@@ -310,6 +313,11 @@ impl Config {
                 number("SLUICE_PARSER_POLL_SECS", DEFAULT_DOCUMENT_PARSE_SECS)?.clamp(1, 840),
             ),
             chat_ocr_max_pages: number("CHAT_OCR_MAX_PAGES", 3)?.min(1000) as u32,
+            chat_ocr_languages: match lookup("CHAT_OCR_LANGUAGES").filter(|v| !v.trim().is_empty()) {
+                None => vec!["eng".to_owned()],
+                Some(joined) => crate::ingestion::ocr_languages_joined(&joined)
+                    .map_err(|why| ConfigError::OutOfRange { name: "CHAT_OCR_LANGUAGES", why })?,
+            },
             max_chunks_per_document: number("SLUICE_MAX_CHUNKS_PER_DOCUMENT", DEFAULT_MAX_CHUNKS_PER_DOCUMENT)?
                 .clamp(1, 1_000_000) as usize,
             document_embed_time_limit: std::time::Duration::from_secs(
@@ -424,6 +432,17 @@ mod tests {
         ]))
         .expect("config");
         assert_eq!(config.parse_max_memory_bytes, 640 * 1024 * 1024);
+    }
+
+    #[test]
+    fn chat_ocr_reads_english_unless_the_deployment_names_languages_it_has_models_for() {
+        let base = [("SLUICE_BUCKET", "b"), ("SLUICE_KMS_KEY_ID", "k")];
+        assert_eq!(Config::from_lookup(lookup(&base)).expect("config").chat_ocr_languages, ["eng"]);
+        let named = Config::from_lookup(lookup(&[base[0], base[1], ("CHAT_OCR_LANGUAGES", "eng+chi_sim")]));
+        assert_eq!(named.expect("config").chat_ocr_languages, ["eng", "chi_sim"]);
+        let refused = Config::from_lookup(lookup(&[base[0], base[1], ("CHAT_OCR_LANGUAGES", "eng+rus")]));
+        let refused = refused.expect_err("no model reads Russian").to_string();
+        assert!(refused.contains("CHAT_OCR_LANGUAGES") && refused.contains("\"rus\" has no OCR model"), "{refused}");
     }
 
     #[test]

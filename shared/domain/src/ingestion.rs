@@ -394,6 +394,13 @@ fn parser(field: &str, value: &Value) -> Result<(Parser, Option<OutputFormat>), 
     }
 }
 
+/// Languages joined by `+` (`eng+pol`), each one the OCR model reads: for a deployment's
+/// setting, refused with the reason when one is not.
+pub fn ocr_languages_joined(joined: &str) -> Result<Vec<String>, String> {
+    joined_languages("languages", &Value::String(joined.to_owned()))
+        .map_err(|e| e.fields.into_iter().map(|(_, why)| why).collect::<Vec<_>>().join("; "))
+}
+
 /// Languages as the reference product writes them: one string of Tesseract codes joined by
 /// `+` (`eng+pol`).
 fn joined_languages(field: &str, value: &Value) -> Result<Vec<String>, IngestionConfigError> {

@@ -14,6 +14,9 @@ pub struct OcrOptions {
     pub dpi: u32,
     /// The most pages OCRed from one file; later scanned pages are named as not read.
     pub max_pages: u32,
+    /// The characters pages are read with: the Latin ones unless a language is Chinese.
+    #[serde(default)]
+    pub alphabet: sluice_ocr::Alphabet,
 }
 
 /// The share of the time limit kept back from OCR for the rest of the parse.
@@ -123,7 +126,7 @@ impl Scanner {
         }
         let read = draw().map_err(|_| OcrError::Engine).and_then(|image| {
             let engine = sluice_ocr::engine()?;
-            engine.read(&image, self.deadline)
+            engine.read(&image, self.options.alphabet, self.deadline)
         });
         self.slowest = self.slowest.max(started.elapsed());
         self.spent += started.elapsed();
@@ -216,7 +219,11 @@ mod tests {
     #[test]
     fn pages_past_the_cap_are_named_without_being_drawn() {
         let mut budget = TextBudget::new(1000, Duration::from_secs(5));
-        let mut scanner = Scanner::new(OcrOptions { dpi: 150, max_pages: 0 }, &budget, Duration::from_secs(5));
+        let mut scanner = Scanner::new(
+            OcrOptions { dpi: 150, max_pages: 0, alphabet: sluice_ocr::Alphabet::Latin },
+            &budget,
+            Duration::from_secs(5),
+        );
         for number in 1..=3 {
             scanner.page(number, || panic!("a page past the cap is not drawn"), &mut budget).expect("skipped");
         }
@@ -228,7 +235,11 @@ mod tests {
     #[test]
     fn a_page_is_not_started_without_the_time_for_it() {
         let mut budget = TextBudget::new(1000, Duration::from_millis(100));
-        let mut scanner = Scanner::new(OcrOptions { dpi: 150, max_pages: 10 }, &budget, Duration::from_millis(100));
+        let mut scanner = Scanner::new(
+            OcrOptions { dpi: 150, max_pages: 10, alphabet: sluice_ocr::Alphabet::Latin },
+            &budget,
+            Duration::from_millis(100),
+        );
         scanner.page(1, || panic!("no time for this page"), &mut budget).expect("skipped");
         scanner.note_unread(&mut budget);
         assert!(budget.finish().0.contains("1 (the time limit ran out)"));

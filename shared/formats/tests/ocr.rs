@@ -12,7 +12,11 @@ const PAGE_TWO: &str = "Dredging of the northern channel begins in autumn\nThe p
 
 /// OCR on, with time to spare: these tests are about what is read, not how fast.
 fn ocr(max_pages: u32) -> ExtractOptions {
-    let mut options = ExtractOptions::new(100_000).with_ocr(Some(OcrOptions { dpi: 150, max_pages }));
+    let mut options = ExtractOptions::new(100_000).with_ocr(Some(OcrOptions {
+        dpi: 150,
+        max_pages,
+        alphabet: sluice_formats::OcrAlphabet::Latin,
+    }));
     options.time_limit = std::time::Duration::from_secs(120);
     options
 }
@@ -158,10 +162,10 @@ fn a_page_the_time_cuts_short_keeps_its_beginning_in_reading_order() {
     let page = sluice_formats::pdf::render_pages(&pdf_two_columns(LEFT, RIGHT), 150).expect("render");
     let scan = scanned(&page[0].0, 150, 1.2, 12);
     let engine = sluice_ocr::engine().expect("the OCR engine");
-    let whole = engine.read_until(&scan, |_| false).expect("read");
+    let whole = engine.read_until(&scan, sluice_ocr::Alphabet::Latin, |_| false).expect("read");
     assert!(!whole.unfinished && whole.text.contains("pilot station on the northern pier"), "{}", whole.text);
     // Stopped once the first window of lines is read: the left column, first, is kept whole.
-    let part = engine.read_until(&scan, |windows| windows >= 1).expect("read in part");
+    let part = engine.read_until(&scan, sluice_ocr::Alphabet::Latin, |windows| windows >= 1).expect("read in part");
     assert!(part.unfinished, "{part:?}");
     assert!(
         part.text.contains("The harbour authority") && part.text.contains("last line of the left"),
@@ -172,7 +176,7 @@ fn a_page_the_time_cuts_short_keeps_its_beginning_in_reading_order() {
     assert!(part.lines < whole.lines, "{part:?}");
     assert!(whole.text.starts_with(&part.text[..40]), "the same beginning:\n{}\n---\n{}", part.text, whole.text);
     // Stopped before anything was read: no text is passed off as the page's.
-    assert_eq!(engine.read_until(&scan, |_| true), Err(sluice_ocr::OcrError::Time));
+    assert_eq!(engine.read_until(&scan, sluice_ocr::Alphabet::Latin, |_| true), Err(sluice_ocr::OcrError::Time));
 }
 
 #[test]
@@ -247,4 +251,22 @@ fn straight_and_curly_quotes_are_read_as_printed() {
             assert!(curly.contains(['\u{201c}', '\u{201d}']) && !curly.contains('"'), "{curly:?} at {dpi} dpi");
         }
     }
+}
+
+#[test]
+fn a_latin_page_reads_alike_with_the_latin_recognizer_and_the_whole_one() {
+    let scan = scanned_page(PAGE_ONE, 150, 1.0, 21);
+    let engine = sluice_ocr::engine().expect("the OCR engine");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let latin = engine.read(&scan, sluice_ocr::Alphabet::Latin, deadline).expect("latin");
+    let all = engine.read(&scan, sluice_ocr::Alphabet::All, deadline).expect("every character");
+    for read in [&latin, &all] {
+        assert!(recall(PAGE_ONE, &read.text) >= 0.9, "{}", read.text);
+    }
+    // The Latin recognizer is the whole one with its other classes cut: on a Latin page they
+    // agree but where the whole one strays outside the Latin script.
+    let (ours, theirs): (Vec<&str>, Vec<&str>) =
+        (latin.text.split_whitespace().collect(), all.text.split_whitespace().collect());
+    let differing = ours.iter().zip(&theirs).filter(|(a, b)| a != b).count() + ours.len().abs_diff(theirs.len());
+    assert!(differing <= 1, "{differing} words differ:\n{}\n---\n{}", latin.text, all.text);
 }

@@ -198,11 +198,13 @@ pub fn file_content(accepted: &sluice_formats::Accepted, bytes: &[u8], extractio
 }
 
 /// How a chat upload is read: `CHAT_PARSED_TEXT_MAX_CHARS` of text, and OCR of at most
-/// `CHAT_OCR_MAX_PAGES` scanned pages (an image is one) within the request's time limit.
+/// `CHAT_OCR_MAX_PAGES` scanned pages (an image is one) in `CHAT_OCR_LANGUAGES` within the
+/// request's time limit.
 pub fn chat_options(config: &sluice_domain::Config) -> ExtractOptions {
     let ocr = (config.chat_ocr_max_pages > 0).then_some(sluice_formats::OcrOptions {
         dpi: sluice_domain::ingestion::DEFAULT_OCR_DPI,
         max_pages: config.chat_ocr_max_pages,
+        alphabet: sluice_formats::OcrAlphabet::for_languages(&config.chat_ocr_languages),
     });
     let mut options = ExtractOptions::new(config.parsed_text_max_chars).with_ocr(ocr);
     options.limits = archive_limits(config);

@@ -69,8 +69,11 @@ fn a_dense_scanned_page_at_300_dpi_is_read_within_the_smallest_workers_memory() 
     let paper = fixtures::corpus_file("pdf-layouts/pdflatex-4-pages.pdf");
     let pages = sluice_formats::pdf::render_pages(&paper, 300).expect("render");
     let file = fixtures::image_pdf(&[fixtures::scanned(&pages[0].0, 300, 1.2, 5)], 300);
-    let mut options =
-        ExtractOptions::new(1_000_000).with_ocr(Some(sluice_formats::OcrOptions { dpi: 300, max_pages: 10 }));
+    let mut options = ExtractOptions::new(1_000_000).with_ocr(Some(sluice_formats::OcrOptions {
+        dpi: 300,
+        max_pages: 10,
+        alphabet: sluice_formats::OcrAlphabet::Latin,
+    }));
     options.time_limit = Duration::from_secs(120);
     let extraction =
         worker(SMALLEST_OCR_WORKER_BYTES).extract(kind("pdf"), &file, &options).expect("spawned").expect("read");

@@ -2,14 +2,17 @@
 //!
 //! The engine is two of PaddleOCR's models as the RapidOCR wheels ship them — PP-OCRv4's
 //! text-line detector (DB, `rapidocr-onnxruntime` 1.4.4) and PP-OCRv6's small line
-//! recognizer (CTC, `rapidocr` 3.10.0) — run by ONNX Runtime, whose
+//! recognizer (CTC, `rapidocr` 3.10.0), its convolutions in int8 and, for the Latin-script
+//! languages, its classifier cut to that script (`infra/layers/ocr/recognizer_int8.py`) — run
+//! by ONNX Runtime, whose
 //! `libonnxruntime.so` (the `onnxruntime` wheel's) is bound at run time like PDFium. Why this
 //! and not Tesseract: both the runtime and the models come from PyPI wheels whose Linux
 //! builds run on `provided.al2023` arm64 as a layer (Debian's Tesseract is built for a newer
 //! glibc), and on real and generated scans it reads more accurately — though about three
 //! times slower than Tesseract run with one thread (BENCHMARKS.md).
 //!
-//! The library and the models are loaded once per process, on first use, from
+//! The library and the detector are loaded once per process, on first use (a recognizer when
+//! a page first needs its [`Alphabet`]), from
 //! `ORT_DYLIB_PATH` and `SLUICE_OCR_MODEL_DIR`. A page is read in two passes: the detector
 //! finds text lines as rotated rectangles (so a skewed scan's lines are cut straight), and the
 //! recognizer reads the lines in reading order, a window of them at a time, checking the
@@ -35,7 +38,15 @@ pub const MAX_SIDE: u32 = 2000;
 /// the detector run above a scan's own resolution draws boxes that lose word spaces.
 const MIN_LONG_SIDE: u32 = 736;
 const DETECTOR_FILE: &str = "ch_PP-OCRv4_det_infer.onnx";
-const RECOGNIZER_FILE: &str = "PP-OCRv6_rec_small.onnx";
+/// The recognizer as the wheel ships it; with its convolutions in int8 (written from it by
+/// `infra/layers/ocr/recognizer_int8.py`); and that one with its classifier cut to the Latin
+/// script — a real page 1.4 times as fast on one core as with the wheel's (BENCHMARKS.md).
+const RECOGNIZER_FP32_FILE: &str = "PP-OCRv6_rec_small.onnx";
+const RECOGNIZER_INT8_FILE: &str = "PP-OCRv6_rec_small-int8.onnx";
+const RECOGNIZER_INT8_LATIN_FILE: &str = "PP-OCRv6_rec_small-int8-latin.onnx";
+/// Which recognizers read: `int8` (the default) or `fp32` (the wheel's own model, every
+/// character, for measuring what int8 costs).
+pub const PRECISION_VARIABLE: &str = "SLUICE_OCR_PRECISION";
 /// The detector's probability above which a pixel is text.
 const PIXEL_THRESHOLD: f32 = 0.3;
 /// The mean probability a detected region needs to count as a line.
@@ -120,19 +131,50 @@ pub struct PageText {
     pub unfinished: bool,
 }
 
-/// The loaded runtime and models.
-pub struct Engine {
-    detector: Mutex<Session>,
-    recognizer: Mutex<Session>,
+/// The characters a page is read with: the union of its languages' alphabets, as far as the
+/// models tell them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Alphabet {
+    /// Latin with its diacritics, digits, punctuation, Greek and symbols: every offered
+    /// language but Chinese. Read by the recognizer cut to these characters, so a Chinese
+    /// look-alike is never read in a Latin word.
+    #[default]
+    Latin,
+    /// Every character the recognizer knows, Chinese and Japanese kana with the Latin ones.
+    All,
+}
+
+impl Alphabet {
+    /// The alphabet for Tesseract language codes: all of it when one is Chinese.
+    pub fn for_languages<S: AsRef<str>>(languages: &[S]) -> Self {
+        if languages.iter().any(|code| code.as_ref().starts_with("chi_")) { Self::All } else { Self::Latin }
+    }
+}
+
+/// A loaded line recognizer and the characters its outputs name.
+struct Recognizer {
+    session: Mutex<Session>,
     /// Index `i` of the recognizer's output is `characters[i]`; index 0 is CTC's blank.
     characters: Vec<char>,
     /// The output indices of `“` and `”`, when the dictionary has them.
     curly_quotes: Vec<usize>,
 }
 
+/// The loaded runtime and models: the detector at once, each recognizer when a page first
+/// needs it (a worker reads one file, so usually one is ever loaded).
+pub struct Engine {
+    detector: Mutex<Session>,
+    latin: OnceLock<Result<Recognizer, String>>,
+    all: OnceLock<Result<Recognizer, String>>,
+}
+
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("characters", &self.characters.len()).finish_non_exhaustive()
+        f.debug_struct("Engine")
+            .field("latin", &self.latin.get().is_some())
+            .field("all", &self.all.get().is_some())
+            .finish_non_exhaustive()
     }
 }
 
@@ -148,13 +190,30 @@ pub fn engine() -> Result<&'static Engine, OcrError> {
 /// it, so a missing layer fails the deployment, not each scan.
 pub fn ensure_installed() -> Result<(), String> {
     runtime()?;
-    for file in [DETECTOR_FILE, RECOGNIZER_FILE] {
+    let recognizers = [recognizer_file(Alphabet::Latin)?, recognizer_file(Alphabet::All)?];
+    for file in [DETECTOR_FILE].into_iter().chain(recognizers) {
         let path = model_dir().join(file);
         if !std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() > 0) {
             return Err(unavailable(&format!("{} is missing", path.display()), &"no such model file"));
         }
     }
     Ok(())
+}
+
+/// The recognizer's file for `alphabet` at the precision `SLUICE_OCR_PRECISION` names.
+fn recognizer_file(alphabet: Alphabet) -> Result<&'static str, String> {
+    recognizer_file_for(alphabet, std::env::var(PRECISION_VARIABLE).ok().as_deref())
+}
+
+fn recognizer_file_for(alphabet: Alphabet, precision: Option<&str>) -> Result<&'static str, String> {
+    match (precision.map(|p| p.trim().to_ascii_lowercase()).as_deref(), alphabet) {
+        (None | Some("int8"), Alphabet::Latin) => Ok(RECOGNIZER_INT8_LATIN_FILE),
+        (None | Some("int8"), Alphabet::All) => Ok(RECOGNIZER_INT8_FILE),
+        (Some("fp32"), _) => Ok(RECOGNIZER_FP32_FILE),
+        (Some(other), _) => {
+            Err(format!("OCR is not available: {PRECISION_VARIABLE} is {other:?}; it must be int8 or fp32"))
+        }
+    }
 }
 
 fn model_dir() -> PathBuf {
@@ -173,45 +232,72 @@ fn runtime() -> Result<(), String> {
     sluice_onnx::runtime().map(|_| ()).map_err(|reason| format!("OCR is not available: {reason}; {CHECK}"))
 }
 
+/// A session for the model file `file` of the models' folder.
+fn session(file: &str) -> Result<Session, String> {
+    let path = model_dir().join(file);
+    let bytes = std::fs::read(&path).map_err(|e| unavailable(&format!("{} cannot be read", path.display()), &e))?;
+    sluice_onnx::session(&bytes, sluice_onnx::threads()).map_err(|e| unavailable(&path.display().to_string(), &e))
+}
+
 fn load() -> Result<Engine, String> {
     runtime()?;
-    let models = model_dir();
-    let threads = sluice_onnx::threads();
-    let session = |file: &str| -> Result<Session, String> {
-        let path = models.join(file);
-        let bytes = std::fs::read(&path).map_err(|e| unavailable(&format!("{} cannot be read", path.display()), &e))?;
-        sluice_onnx::session(&bytes, threads).map_err(|e| unavailable(&path.display().to_string(), &e))
-    };
+    // The recognizers' files are checked now, so a bad precision fails the first page.
+    recognizer_file(Alphabet::Latin)?;
     let detector = session(DETECTOR_FILE)?;
-    let recognizer = session(RECOGNIZER_FILE)?;
-    // The recognizer carries its dictionary, one character a line; PaddleOCR appends a space.
-    let dictionary = recognizer
-        .metadata()
-        .ok()
-        .and_then(|metadata| metadata.custom("character"))
-        .ok_or_else(|| unavailable("the recognition model carries no dictionary", &RECOGNIZER_FILE))?;
-    let mut characters = vec!['\0'];
-    characters.extend(dictionary.lines().filter_map(|line| line.chars().next()));
-    characters.push(' ');
-    let curly_quotes = characters.iter().enumerate().filter(|(_, c)| matches!(c, '“' | '”')).map(|(i, _)| i).collect();
-    Ok(Engine { detector: Mutex::new(detector), recognizer: Mutex::new(recognizer), characters, curly_quotes })
+    Ok(Engine { detector: Mutex::new(detector), latin: OnceLock::new(), all: OnceLock::new() })
+}
+
+impl Recognizer {
+    fn load(alphabet: Alphabet) -> Result<Self, String> {
+        let file = recognizer_file(alphabet)?;
+        let session = session(file)?;
+        // The recognizer carries its dictionary, one character a line; PaddleOCR appends a space.
+        let dictionary = session
+            .metadata()
+            .ok()
+            .and_then(|metadata| metadata.custom("character"))
+            .ok_or_else(|| unavailable("the recognition model carries no dictionary", &file))?;
+        let mut characters = vec!['\0'];
+        characters.extend(dictionary.lines().filter_map(|line| line.chars().next()));
+        characters.push(' ');
+        let curly_quotes =
+            characters.iter().enumerate().filter(|(_, c)| matches!(c, '“' | '”')).map(|(i, _)| i).collect();
+        Ok(Self { session: Mutex::new(session), characters, curly_quotes })
+    }
 }
 
 impl Engine {
-    /// Reads one page. When `deadline` passes first, what was read is kept (the page's
+    /// Reads one page with `alphabet`'s recognizer. When `deadline` passes first, what was read is kept (the page's
     /// beginning, `unfinished`); `Err(Time)` when nothing was.
-    pub fn read(&self, page: &GrayImage, deadline: Instant) -> Result<PageText, OcrError> {
-        self.read_until(page, |_| Instant::now() > deadline)
+    pub fn read(&self, page: &GrayImage, alphabet: Alphabet, deadline: Instant) -> Result<PageText, OcrError> {
+        self.read_until(page, alphabet, |_| Instant::now() > deadline)
+    }
+
+    /// The recognizer for `alphabet`, loaded on first use.
+    fn recognizer(&self, alphabet: Alphabet) -> Result<&Recognizer, OcrError> {
+        let slot = match alphabet {
+            Alphabet::Latin => &self.latin,
+            Alphabet::All => &self.all,
+        };
+        slot.get_or_init(|| Recognizer::load(alphabet))
+            .as_ref()
+            .map_err(|message| OcrError::Unavailable(message.clone()))
     }
 
     /// Reads one page, asking `stop` (with the windows of lines read so far) before each batch
     /// of lines whether to stop there. The lines are read in reading order, [`WINDOW`] pieces at
     /// a time, so a page stopped early keeps its beginning: the lines of every window read
     /// whole. `Err(Time)` when stopped before a window was read.
-    pub fn read_until(&self, page: &GrayImage, mut stop: impl FnMut(usize) -> bool) -> Result<PageText, OcrError> {
+    pub fn read_until(
+        &self,
+        page: &GrayImage,
+        alphabet: Alphabet,
+        mut stop: impl FnMut(usize) -> bool,
+    ) -> Result<PageText, OcrError> {
         if page.width() < 8 || page.height() < 8 {
             return Ok(PageText::default());
         }
+        let recognizer = self.recognizer(alphabet)?;
         let ink = imageproc::contrast::otsu_level(page);
         let detected = self.detect(page)?;
         // Small type is read from the page drawn twice as large (Catmull-Rom): sampling a
@@ -252,7 +338,7 @@ impl Engine {
                 if stop(windows_read) {
                     break 'windows;
                 }
-                let texts = self.recognize(page, batch.iter().map(|&i| &fitted[i]))?;
+                let texts = recognizer.recognize(page, batch.iter().map(|&i| &fitted[i]))?;
                 for (&i, text) in batch.iter().zip(texts) {
                     read[i] = text;
                 }
@@ -338,7 +424,9 @@ impl Engine {
         probabilities[keep_from * width..keep_to * width].copy_from_slice(kept);
         Ok(())
     }
+}
 
+impl Recognizer {
     /// Each line as read, or `None` for a line read with too little confidence (noise).
     fn recognize<'a>(
         &self,
@@ -363,8 +451,8 @@ impl Engine {
         }
         let tensor =
             Tensor::from_array(([count, 3, LINE_HEIGHT as usize, width as usize], input)).map_err(engine_failed)?;
-        let mut recognizer = self.recognizer.lock().map_err(|_| OcrError::Engine)?;
-        let outputs = recognizer.run(ort::inputs![tensor]).map_err(engine_failed)?;
+        let mut session = self.session.lock().map_err(|_| OcrError::Engine)?;
+        let outputs = session.run(ort::inputs![tensor]).map_err(engine_failed)?;
         let (shape, scores) = outputs[0].try_extract_tensor::<f32>().map_err(engine_failed)?;
         let [batch, steps, classes] = shape[..] else { return Err(OcrError::Engine) };
         let (steps, classes) = (steps as usize, classes as usize);
@@ -597,6 +685,20 @@ fn detector_size(width: u32, height: u32) -> (u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_recognizer_is_int8_for_its_alphabet_unless_fp32_is_asked_for() {
+        assert_eq!(recognizer_file_for(Alphabet::Latin, None), Ok(RECOGNIZER_INT8_LATIN_FILE));
+        assert_eq!(recognizer_file_for(Alphabet::All, Some(" INT8 ")), Ok(RECOGNIZER_INT8_FILE));
+        assert_eq!(recognizer_file_for(Alphabet::Latin, Some("fp32")), Ok(RECOGNIZER_FP32_FILE));
+        assert_eq!(recognizer_file_for(Alphabet::All, Some("fp32")), Ok(RECOGNIZER_FP32_FILE));
+        let refused = recognizer_file_for(Alphabet::Latin, Some("fp16")).expect_err("no such model");
+        assert!(refused.contains("SLUICE_OCR_PRECISION is \"fp16\""), "{refused}");
+        // Chinese needs every character; the Latin-script languages the Latin ones.
+        assert_eq!(Alphabet::for_languages(&["eng", "pol"]), Alphabet::Latin);
+        assert_eq!(Alphabet::for_languages(&["eng".to_owned(), "chi_sim".to_owned()]), Alphabet::All);
+        assert_eq!(Alphabet::for_languages::<&str>(&[]), Alphabet::Latin);
+    }
 
     #[test]
     fn wide_gaps_between_latin_characters_are_word_spaces() {

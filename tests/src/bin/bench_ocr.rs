@@ -8,7 +8,8 @@
 //!                            way with a 1.2° skew (`real-<file>-<dpi>-<page>.png`); the
 //!                            ground truth beside each (`*.gt.txt`: a real page's own text layer)
 //!   bench-ocr read DIR       Sluice reads every PNG (then the PDFs and TIFFs), writing
-//!                            `*.sluice.txt`; prints pages/s and peak resident memory
+//!                            `*.sluice.txt` (`*.sluice-fp32.txt` under
+//!                            `SLUICE_OCR_PRECISION=fp32`); prints pages/s and peak resident memory
 //!   bench-ocr pages DIR PREFIX DPI   seconds per page for the PNGs named PREFIX*-DPI-*, read as
 //!                            the chat path reads an image (20 s), on the CPUs it may use
 //!   bench-ocr score DIR ENGINE   character error rate of `*.ENGINE.txt` against the truth;
@@ -189,13 +190,27 @@ fn pngs_at(dir: &Path, prefix: &str, dpi: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// What Sluice's reads are written as: `sluice` with the int8 recognizers it reads with, and
+/// `sluice-fp32` under `SLUICE_OCR_PRECISION=fp32` (the wheel's own recognizer), so one run
+/// scores both.
+fn engine_label() -> &'static str {
+    match std::env::var(sluice_ocr::PRECISION_VARIABLE).as_deref().map(str::trim) {
+        Ok("fp32") => "sluice-fp32",
+        _ => "sluice",
+    }
+}
+
 fn read_one(path: &Path) -> String {
     let name = path.file_name().and_then(|n| n.to_str()).expect("name");
     let bytes = std::fs::read(path).expect("read");
-    let mut options = ExtractOptions::new(10_000_000).with_ocr(Some(OcrOptions { dpi: 150, max_pages: 1000 }));
+    let mut options = ExtractOptions::new(10_000_000).with_ocr(Some(OcrOptions {
+        dpi: 150,
+        max_pages: 1000,
+        alphabet: sluice_formats::OcrAlphabet::Latin,
+    }));
     options.time_limit = std::time::Duration::from_secs(3600);
     if name.contains("-300") {
-        options.ocr = Some(OcrOptions { dpi: 300, max_pages: 1000 });
+        options.ocr = Some(OcrOptions { dpi: 300, max_pages: 1000, alphabet: sluice_formats::OcrAlphabet::Latin });
     }
     let extraction = extract(kind_for_filename(name).expect("kind"), &bytes, &options).expect("accepted");
     extraction.text.unwrap_or_default()
@@ -225,7 +240,7 @@ fn read(dir: &Path) {
             }
             let started = Instant::now();
             for png in &pngs {
-                std::fs::write(png.with_extension("sluice.txt"), read_one(png)).expect("write");
+                std::fs::write(png.with_extension(format!("{}.txt", engine_label())), read_one(png)).expect("write");
             }
             let seconds = started.elapsed().as_secs_f64();
             println!(
@@ -243,7 +258,7 @@ fn read(dir: &Path) {
             }
             let started = Instant::now();
             let text = read_one(&path);
-            std::fs::write(dir.join(format!("scan-{dpi}.{container}.sluice.txt")), text).expect("write");
+            std::fs::write(dir.join(format!("scan-{dpi}.{container}.{}.txt", engine_label())), text).expect("write");
             let seconds = started.elapsed().as_secs_f64();
             println!(
                 "{container} {dpi} dpi: {PAGES_PER_SET} pages in {seconds:.2} s = {:.2} pages/s",
@@ -272,7 +287,11 @@ fn text_layer_cost() {
         best
     };
     let off = time(&ExtractOptions::new(10_000_000));
-    let on = time(&ExtractOptions::new(10_000_000).with_ocr(Some(OcrOptions { dpi: 150, max_pages: 1000 })));
+    let on = time(&ExtractOptions::new(10_000_000).with_ocr(Some(OcrOptions {
+        dpi: 150,
+        max_pages: 1000,
+        alphabet: sluice_formats::OcrAlphabet::Latin,
+    })));
     println!(
         "text-layer PDF, 200 pages (best of 5): OCR off {:.1} ms, OCR on {:.1} ms = {:.2}x",
         off * 1000.0,
@@ -352,16 +371,16 @@ fn score(dir: &Path, engine: &str) {
         }
         println!("{engine} {label}: CER {:.2}% ({errors} of {total} characters)", 100.0 * errors as f64 / total as f64);
     }
-    if engine == "sluice" {
+    if engine.starts_with("sluice") {
         for dpi in [150, 300] {
             let expected = normalised(&std::fs::read_to_string(dir.join(format!("scan-{dpi}.gt.txt"))).expect("truth"));
             for container in ["pdf", "tiff"] {
                 let got = normalised(
-                    &std::fs::read_to_string(dir.join(format!("scan-{dpi}.{container}.sluice.txt")))
+                    &std::fs::read_to_string(dir.join(format!("scan-{dpi}.{container}.{engine}.txt")))
                         .unwrap_or_default(),
                 );
                 let cer = 100.0 * strsim::generic_levenshtein(&expected, &got) as f64 / expected.len() as f64;
-                println!("sluice {container} {dpi} dpi: CER {cer:.2}%");
+                println!("{engine} {container} {dpi} dpi: CER {cer:.2}%");
             }
         }
     }
@@ -409,7 +428,11 @@ fn pages(dir: &Path, prefix: &str, dpi: &str) {
     for png in &pngs {
         let name = png.file_name().and_then(|n| n.to_str()).expect("name");
         let bytes = std::fs::read(png).expect("read");
-        let mut options = ExtractOptions::new(10_000_000).with_ocr(Some(OcrOptions { dpi: 150, max_pages: 3 }));
+        let mut options = ExtractOptions::new(10_000_000).with_ocr(Some(OcrOptions {
+            dpi: 150,
+            max_pages: 3,
+            alphabet: sluice_formats::OcrAlphabet::Latin,
+        }));
         options.time_limit = std::time::Duration::from_secs(20);
         let started = Instant::now();
         let extraction = extract(kind_for_filename(name).expect("kind"), &bytes, &options).expect("accepted");
@@ -447,7 +470,7 @@ fn read_lang(dir: &Path) {
         let pngs = pngs_at(dir, "lang-", &dpi.to_string());
         let started = Instant::now();
         for png in &pngs {
-            std::fs::write(png.with_extension("sluice.txt"), read_one(png)).expect("write");
+            std::fs::write(png.with_extension(format!("{}.txt", engine_label())), read_one(png)).expect("write");
         }
         let seconds = started.elapsed().as_secs_f64();
         println!(

@@ -653,8 +653,11 @@ async fn compare_ocr(
     let bytes = object.body.collect().await.map_err(|e| format!("{key}: {e}"))?.into_bytes();
     let arm64 = String::from_utf8_lossy(&bytes).into_owned();
     let ingestion = sluice_domain::ingestion::IngestionConfig::default();
-    let options = sluice_formats::ExtractOptions::new(100_000)
-        .with_ocr(Some(sluice_formats::OcrOptions { dpi: ingestion.ocr_dpi, max_pages: ingestion.max_pages }));
+    let options = sluice_formats::ExtractOptions::new(100_000).with_ocr(Some(sluice_formats::OcrOptions {
+        dpi: ingestion.ocr_dpi,
+        max_pages: ingestion.max_pages,
+        alphabet: sluice_formats::OcrAlphabet::for_languages(&ingestion.ocr_languages),
+    }));
     let kind = sluice_formats::kind_for_filename("harbour.png").ok_or("no kind for a PNG")?;
     let native = tokio::task::spawn_blocking({
         let png = png.to_vec();
