@@ -4,7 +4,7 @@ model the rapidocr wheel ships, so nothing is downloaded but the `onnx`, `onnxru
 
 Why: the convolutions are about three fifths of the recognizer's time and the recognizer most
 of a page's, and a dense 150-dpi page took over 6 s on one core. Quantized, they run about
-three times as fast; with the Latin-only classifier below, a real page is read 1.4 times as
+three times as fast; with the Latin-only classifier below, a real page is read 1.5 times as
 fast on one core, as accurately — measured by `infra/local/bench-ocr` and
 `infra/local/bench-ocr-languages`, which read with these and the wheel's model in one run
 (BENCHMARKS.md).
@@ -18,18 +18,16 @@ How, each step for a reason:
   the int8 convolutions saved.
 - Only plain convolutions are quantized (QDQ, weights per output channel, activations with
   scales fixed from calibration): the matrix products and the classifier stay fp32, which
-  measured slower quantized (their quantize and dequantize steps outweigh them), and so do
-  the last ten convolutions (the last stage's and the sequence neck's), which see the fewest
-  pixels: quantized too, the two-column paper's scan at 150 dpi lost 0.4 points of word
-  recall (`infra/local/bench-ocr`). The first, full-resolution convolutions are fused with
-  their activations by the runtime's optimizations and stay fp32 as well.
+  measured slower quantized (their quantize and dequantize steps outweigh them); the first
+  convolutions, which the runtime fuses with their activations, stay fp32 as well.
 - Weights are 7-bit (`reduce_range`): on an x86 CPU without AVX-512 VNNI, ONNX Runtime sums
   u8×s8 products pairwise in 16 bits, which full 8-bit weights can saturate; 7-bit ones
   cannot, so every CPU computes the same integers (Graviton's dot products never saturate).
 - Calibration reads text lines drawn with Pillow's own font (no system font needed) at five
-  sizes, a third of the ink's height kept above and below as Sluice cuts lines, blurred and
-  speckled as scans are, from fixed sentences in the offered languages: the same model is
-  written on every machine.
+  sizes, a third of the ink's height kept above and below as Sluice cuts lines (calibrated on
+  lines with a fixed four-pixel border instead, the two-column paper's scan at 150 dpi lost
+  half a point of word recall), blurred and speckled as scans are, from fixed sentences in
+  the offered languages: the same model is written on every machine.
 
 - A second model reads the Latin script only (`…-latin.onnx`): the same network with its
   classifier cut to the characters before U+2E80 — Latin with every diacritic, digits,
@@ -56,9 +54,6 @@ LINE_HEIGHT = 48
 # The first code point the Latin-only model leaves out: CJK radicals, kana, Hangul and ideographs.
 FIRST_CJK = 0x2E80
 CALIBRATION_LINES = 120
-# The last plain convolutions (the last stage's and the sequence neck's) stay fp32: they see
-# the fewest pixels, so cost little, and quantized they cost the most characters.
-FP32_TAIL = 10
 SENTENCES = """\
 The harbour authority reported that dredging of the northern channel will begin in the autumn.
 Figure 3 shows the pressure distribution (in kPa) along the leading edge at Mach 0.8.
@@ -152,14 +147,12 @@ def main(source, target, latin_target):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         options.optimized_model_filepath = fused_path
         ort.InferenceSession(raised_path, options, providers=["CPUExecutionProvider"])
-        convolutions = [node.name for node in onnx.load(fused_path).graph.node if node.op_type == "Conv"]
         quantize_static(
             fused_path,
             target,
             Lines(),
             quant_format=QuantFormat.QDQ,
             op_types_to_quantize=["Conv"],
-            nodes_to_exclude=convolutions[-FP32_TAIL:],
             per_channel=True,
             reduce_range=True,
             activation_type=QuantType.QUInt8,

@@ -8,7 +8,7 @@
 //! `libonnxruntime.so` (the `onnxruntime` wheel's) is bound at run time like PDFium. Why this
 //! and not Tesseract: both the runtime and the models come from PyPI wheels whose Linux
 //! builds run on `provided.al2023` arm64 as a layer (Debian's Tesseract is built for a newer
-//! glibc), and on real and generated scans it reads more accurately — though about three
+//! glibc), and on real and generated scans it reads more accurately — though two to three
 //! times slower than Tesseract run with one thread (BENCHMARKS.md).
 //!
 //! The library and the detector are loaded once per process, on first use (a recognizer when
@@ -40,7 +40,7 @@ const MIN_LONG_SIDE: u32 = 736;
 const DETECTOR_FILE: &str = "ch_PP-OCRv4_det_infer.onnx";
 /// The recognizer as the wheel ships it; with its convolutions in int8 (written from it by
 /// `infra/layers/ocr/recognizer_int8.py`); and that one with its classifier cut to the Latin
-/// script — a real page 1.4 times as fast on one core as with the wheel's (BENCHMARKS.md).
+/// script — a real page 1.5 times as fast on one core as with the wheel's (BENCHMARKS.md).
 const RECOGNIZER_FP32_FILE: &str = "PP-OCRv6_rec_small.onnx";
 const RECOGNIZER_INT8_FILE: &str = "PP-OCRv6_rec_small-int8.onnx";
 const RECOGNIZER_INT8_LATIN_FILE: &str = "PP-OCRv6_rec_small-int8-latin.onnx";
@@ -499,6 +499,7 @@ impl Recognizer {
             }
             previous = best;
         }
+        pair_curly_quotes(&mut emitted);
         let kept = emitted.len();
         let text = with_word_gaps(&emitted);
         let text = text.trim();
@@ -580,6 +581,31 @@ fn word_space_between(before: &Emitted, current: &Emitted, threshold: usize, fir
         + usize::from(a.is_ascii_uppercase() && b.is_ascii_lowercase())
         + usize::from(first);
     current.step - before.step >= needed || current.space_before >= SPACE_SEEN
+}
+
+/// Quotes printed curly come in pairs: a straight quote read for one half of a pair whose
+/// other half was read curly is the curly one (the recognizer's curly share for a closing
+/// quote can fall under [`CURLY_QUOTE_SHARE`] where the opening one's did not).
+fn pair_curly_quotes(emitted: &mut [Emitted]) {
+    let mut open: Option<usize> = None;
+    for i in 0..emitted.len() {
+        match (emitted[i].ch, open.map(|o| emitted[o].ch)) {
+            ('“', _) => open = Some(i),
+            ('”', Some('"')) => {
+                if let Some(o) = open.take() {
+                    emitted[o].ch = '“';
+                }
+            }
+            ('”', _) => open = None,
+            ('"', Some('“')) => {
+                emitted[i].ch = '”';
+                open = None;
+            }
+            ('"', Some(_)) => open = None,
+            ('"', None) => open = Some(i),
+            _ => {}
+        }
+    }
 }
 
 /// The width, in pixels, the recognizer sees `line` at.
@@ -698,6 +724,22 @@ mod tests {
         assert_eq!(Alphabet::for_languages(&["eng", "pol"]), Alphabet::Latin);
         assert_eq!(Alphabet::for_languages(&["eng".to_owned(), "chi_sim".to_owned()]), Alphabet::All);
         assert_eq!(Alphabet::for_languages::<&str>(&[]), Alphabet::Latin);
+    }
+
+    #[test]
+    fn a_straight_quote_paired_with_a_curly_one_is_curly() {
+        let quotes = |chars: &str| -> String {
+            let mut emitted: Vec<Emitted> =
+                chars.chars().enumerate().map(|(step, ch)| Emitted { ch, step, space_before: 0.0 }).collect();
+            pair_curly_quotes(&mut emitted);
+            emitted.iter().map(|e| e.ch).collect()
+        };
+        assert_eq!(quotes("“old\" to"), "“old” to");
+        assert_eq!(quotes("\"old” to"), "“old” to");
+        assert_eq!(quotes("\"on\" and \"slow\""), "\"on\" and \"slow\"", "straight pairs stay straight");
+        assert_eq!(quotes("“no” and \"tug\""), "“no” and \"tug\"");
+        assert_eq!(quotes("5\" and 3\""), "5\" and 3\"", "inches are no pair of curly quotes");
+        assert_eq!(quotes("a ” b \""), "a ” b \"");
     }
 
     #[test]
