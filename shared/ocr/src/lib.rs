@@ -23,6 +23,8 @@
 mod geometry;
 pub mod layout;
 
+use fast_image_resize::images::ImageRef;
+use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 pub use geometry::RotatedRect;
 use image::GrayImage;
 use ort::session::Session;
@@ -303,7 +305,7 @@ impl Engine {
         // Small type is read from the page drawn twice as large (Catmull-Rom): sampling a
         // line from it keeps narrow letters apart where sampling the scan itself blurs them.
         let upscaled;
-        let (page, detected) = match small_type_upscale(page, &detected) {
+        let (page, detected) = match small_type_upscale(page, &detected)? {
             Some(larger) => {
                 upscaled = larger;
                 (&upscaled, detected.into_iter().map(|l| l.scaled(2.0, 2.0)).collect())
@@ -379,7 +381,7 @@ impl Engine {
     /// Text lines on the page, in page coordinates.
     fn detect(&self, page: &GrayImage) -> Result<Vec<RotatedRect>, OcrError> {
         let (width, height) = detector_size(page.width(), page.height());
-        let scaled = image::imageops::resize(page, width, height, image::imageops::FilterType::Triangle);
+        let scaled = resized(page, width, height, FilterType::Bilinear)?;
         let mut probabilities = vec![0f32; (width * height) as usize];
         for band in bands(width, height) {
             self.detect_band(&scaled, band, &mut probabilities)?;
@@ -633,13 +635,26 @@ fn batches(order: &[usize], width: impl Fn(usize) -> u32) -> Vec<&[usize]> {
 /// The page drawn twice as large when its lines are small type (the median detected line
 /// under [`SMALL_LINE_HEIGHT`] pixels high) and the result stays within
 /// [`MAX_UPSCALED_PIXELS`].
-fn small_type_upscale(page: &GrayImage, lines: &[RotatedRect]) -> Option<GrayImage> {
+fn small_type_upscale(page: &GrayImage, lines: &[RotatedRect]) -> Result<Option<GrayImage>, OcrError> {
     let mut heights: Vec<f32> = lines.iter().map(|l| l.height).collect();
     heights.sort_by(f32::total_cmp);
-    let median = heights.get(heights.len() / 2).copied()?;
+    let Some(&median) = heights.get(heights.len() / 2) else { return Ok(None) };
     let (width, height) = (page.width() * 2, page.height() * 2);
-    (median < SMALL_LINE_HEIGHT && u64::from(width) * u64::from(height) <= MAX_UPSCALED_PIXELS)
-        .then(|| image::imageops::resize(page, width, height, image::imageops::FilterType::CatmullRom))
+    if median < SMALL_LINE_HEIGHT && u64::from(width) * u64::from(height) <= MAX_UPSCALED_PIXELS {
+        resized(page, width, height, FilterType::CatmullRom).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// `page` resized to `width` × `height` by convolution with `filter` (its support widened
+/// when shrinking, so every source pixel counts), one byte a pixel with the CPU's SIMD.
+fn resized(page: &GrayImage, width: u32, height: u32, filter: FilterType) -> Result<GrayImage, OcrError> {
+    let source = ImageRef::new(page.width(), page.height(), page.as_raw(), PixelType::U8).map_err(engine_failed)?;
+    let mut target = fast_image_resize::images::Image::new(width, height, PixelType::U8);
+    let options = ResizeOptions::new().resize_alg(ResizeAlg::Convolution(filter));
+    Resizer::new().resize(&source, &mut target, &options).map_err(engine_failed)?;
+    GrayImage::from_raw(width, height, target.into_vec()).ok_or(OcrError::Engine)
 }
 
 /// A line in pieces no wider than [`MAX_PIECE_RATIO`] heights, each cut in the middle of
@@ -711,6 +726,23 @@ fn detector_size(width: u32, height: u32) -> (u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_drawn_twice_as_large_keeps_its_edges_and_one_shrunk_keeps_its_ink() {
+        // A dark bar on paper: twice as large it is the same bar, its edges where they were.
+        let page = GrayImage::from_fn(60, 40, |x, y| {
+            image::Luma([if (20..40).contains(&x) && (10..30).contains(&y) { 0 } else { 255 }])
+        });
+        let small = RotatedRect { cx: 30.0, cy: 20.0, width: 20.0, height: 20.0, angle: 0.0 };
+        let larger = small_type_upscale(&page, &[small]).expect("resized").expect("small type");
+        assert_eq!(larger.get_pixel(60, 40).0[0], 0, "inside the bar");
+        assert_eq!(larger.get_pixel(10, 10).0[0], 255, "paper");
+        let row: Vec<u8> = (36..44).map(|x| larger.get_pixel(x, 40).0[0]).collect();
+        assert!(row[..3].iter().all(|&v| v > 200) && row[5..].iter().all(|&v| v < 55), "the edge at x 40: {row:?}");
+        // Shrunk to half (as the detector's input), the bar is still there at half the size.
+        let half = resized(&page, 30, 20, FilterType::Bilinear).expect("resized");
+        assert_eq!((half.get_pixel(15, 10).0[0], half.get_pixel(2, 2).0[0]), (0, 255));
+    }
 
     #[test]
     fn the_recognizer_is_int8_for_its_alphabet_unless_fp32_is_asked_for() {
@@ -790,11 +822,12 @@ mod tests {
     fn small_type_is_read_from_the_page_drawn_twice_as_large() {
         let lines = |height: f32| vec![RotatedRect { cx: 50.0, cy: 50.0, width: 400.0, height, angle: 0.0 }; 3];
         let page = GrayImage::new(1275, 1650);
-        let larger = small_type_upscale(&page, &lines(31.0)).expect("10-point type at 150 dpi");
+        let larger = small_type_upscale(&page, &lines(31.0)).expect("resized").expect("10-point type at 150 dpi");
         assert_eq!(larger.dimensions(), (2550, 3300));
-        assert!(small_type_upscale(&page, &lines(52.0)).is_none(), "10-point type at 300 dpi");
-        assert!(small_type_upscale(&page, &[]).is_none());
-        assert!(small_type_upscale(&GrayImage::new(3400, 3400), &lines(20.0)).is_none(), "too large to double");
+        assert!(small_type_upscale(&page, &lines(52.0)).expect("resized").is_none(), "10-point type at 300 dpi");
+        assert!(small_type_upscale(&page, &[]).expect("resized").is_none());
+        let huge = GrayImage::new(3400, 3400);
+        assert!(small_type_upscale(&huge, &lines(20.0)).expect("resized").is_none(), "too large to double");
     }
 
     #[test]

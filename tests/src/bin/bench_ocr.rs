@@ -401,6 +401,7 @@ fn main() {
             _ => usage(),
         },
         (Some("score"), Some(dir)) => score(Path::new(dir), args.get(3).map_or("sluice", String::as_str)),
+        (Some("chat-scan"), Some(dir)) => chat_scan(Path::new(dir)),
         (Some("scan"), Some(dir)) => scan(Path::new(dir)),
         (Some("read-lang"), Some(dir)) => read_lang(Path::new(dir)),
         (Some("score-lang"), Some(dir)) => {
@@ -412,8 +413,8 @@ fn main() {
 
 fn usage() {
     eprintln!(
-        "usage: bench-ocr generate DIR [CORPUS] | read DIR | pages DIR PREFIX DPI | score DIR [ENGINE] \
-         | scan DIR | read-lang DIR | score-lang DIR [ENGINE]"
+        "usage: bench-ocr generate DIR [CORPUS] | read DIR | pages DIR PREFIX DPI | chat-scan DIR \
+         | score DIR [ENGINE] | scan DIR | read-lang DIR | score-lang DIR [ENGINE]"
     );
     std::process::exit(2);
 }
@@ -428,14 +429,8 @@ fn pages(dir: &Path, prefix: &str, dpi: &str) {
     for png in &pngs {
         let name = png.file_name().and_then(|n| n.to_str()).expect("name");
         let bytes = std::fs::read(png).expect("read");
-        let mut options = ExtractOptions::new(10_000_000).with_ocr(Some(OcrOptions {
-            dpi: 150,
-            max_pages: 3,
-            alphabet: sluice_formats::OcrAlphabet::Latin,
-        }));
-        options.time_limit = std::time::Duration::from_secs(20);
         let started = Instant::now();
-        let extraction = extract(kind_for_filename(name).expect("kind"), &bytes, &options).expect("accepted");
+        let extraction = extract(kind_for_filename(name).expect("kind"), &bytes, &chat_options()).expect("accepted");
         let took = started.elapsed().as_secs_f64();
         let text = extraction.text.unwrap_or_default();
         let whole = !text.contains("[Scanned pages read in part") && extraction.unreadable.is_none();
@@ -447,6 +442,48 @@ fn pages(dir: &Path, prefix: &str, dpi: &str) {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         println!("{prefix}* at {dpi} dpi: {} pages on {cpus} CPU(s), median {median:.2} s a page", seconds.len());
     }
+}
+
+/// How the chat path reads an upload (the deployment's defaults): OCR of at most three
+/// scanned pages at 150 dpi in the Latin script, within 20 seconds.
+fn chat_options() -> ExtractOptions {
+    let mut options = ExtractOptions::new(10_000_000).with_ocr(Some(OcrOptions {
+        dpi: 150,
+        max_pages: 3,
+        alphabet: sluice_formats::OcrAlphabet::Latin,
+    }));
+    options.time_limit = std::time::Duration::from_secs(20);
+    options
+}
+
+/// A scanned PDF of the real set's densest pages (the LaTeX papers' 150-dpi pages, most
+/// lines first) read as the chat path reads an upload: how many of its pages the chat's
+/// 20 seconds read on the CPUs this process may use, and what the text says of the rest.
+fn chat_scan(dir: &Path) {
+    sluice_ocr::engine().expect("the OCR engine (run under infra/local/bench-ocr)");
+    let mut dense: Vec<(usize, image::GrayImage)> = pngs_at(dir, "real-", "150")
+        .into_iter()
+        .filter(|png| !png.to_string_lossy().contains("google-doc"))
+        .map(|png| {
+            let truth = std::fs::read_to_string(png.with_extension("gt.txt")).expect("truth");
+            (truth.len(), image::open(&png).expect("page").to_luma8())
+        })
+        .collect();
+    dense.sort_by_key(|(chars, _)| std::cmp::Reverse(*chars));
+    let pages: Vec<image::GrayImage> = dense.into_iter().take(4).map(|(_, page)| page).collect();
+    let pdf = image_pdf(&pages, 150);
+    let started = Instant::now();
+    let extraction = extract(kind_for_filename("scan.pdf").expect("kind"), &pdf, &chat_options()).expect("accepted");
+    let took = started.elapsed().as_secs_f64();
+    let text = extraction.text.unwrap_or_default();
+    let notes: Vec<&str> = text.lines().filter(|line| line.starts_with("[Scanned pages")).collect();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "a {}-page scanned PDF through the chat path's reading on {cpus} CPU(s): {took:.2} s, {} characters; {}",
+        pages.len(),
+        text.chars().count(),
+        if notes.is_empty() { "every page read".to_owned() } else { notes.join(" ") }
+    );
 }
 
 /// The multilingual set's clean pages scanned as the real pages are (a 1.2° skew, blur and
