@@ -138,14 +138,7 @@ async fn batches_are_staged_as_they_come_and_a_redelivery_resumes_after_them_uns
         .expect("staged")
         .get(0);
     assert_eq!(staged, 0, "staging is emptied by the publish");
-    let indexes: Vec<i32> = db
-        .query(&format!("SELECT chunk_index FROM {table} WHERE document_id = $1 ORDER BY chunk_index"), &[&id])
-        .await
-        .expect("chunks")
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert_eq!(indexes, (0..chunks).collect::<Vec<_>>(), "each chunk once, in order");
+    each_chunk_once(&db, &table, id, chunks).await;
 }
 
 #[tokio::test]
@@ -153,14 +146,7 @@ async fn a_document_whose_embedding_outlasts_its_budget_is_failed_and_its_slot_f
     let stack = Stack::from_env().await;
     let user = user();
     let stub = StubProvider::start(vec![StubProvider::sized().after(Duration::from_secs(8))], 384).await;
-    let kb_id = base_on(&stack, &user, &stub).await;
-    let accepted = stack.upload_document(&user, &kb_id, "gauges.txt", &paragraphs(3)).await;
-    let id = Uuid::parse_str(accepted["tracking_id"].as_str().expect("id")).expect("uuid");
-    let db = stack.db().await;
-    // Parsed, and the stack's own delivery is ingesting it, slowly; its attempt is taken to
-    // have died (its claim's lease run out), so the handler called here may take it over.
-    claimed_by_a_delivery(&db, id).await;
-    db.execute("UPDATE rag_documents SET ingest_claimed_until = now() WHERE id = $1", &[&id]).await.expect("expire");
+    let (kb_id, id, db) = taken_over(&stack, &user, &stub, 3).await;
     // The ingest handler itself, with a two-second budget, over the stack's own services.
     let mut config = stack.config().await;
     config.document_embed_time_limit = Duration::from_secs(2);
@@ -183,6 +169,25 @@ async fn a_document_whose_embedding_outlasts_its_budget_is_failed_and_its_slot_f
 async fn ingest_state(stack: &Stack, config: sluice_domain::Config) -> sluice_ingest::State {
     let blob = sluice_blob::Blob::new(stack.s3.clone(), config.bucket.clone(), config.kms_key_id.clone());
     sluice_ingest::State::new(config, stack.store(2).await, blob, stack.kms.clone(), stack.sqs.clone())
+}
+
+/// A document of `count` paragraphs uploaded to a new base embedding through `stub`: parsed,
+/// and the stack's own delivery ingesting it (slowly, by the stub), its attempt then taken to
+/// have died (its claim's lease run out), so a handler the test calls may take it over. The
+/// base's id, the document's, and a database client.
+async fn taken_over(
+    stack: &Stack,
+    user: &User,
+    stub: &StubProvider,
+    count: usize,
+) -> (String, Uuid, tokio_postgres::Client) {
+    let kb_id = base_on(stack, user, stub).await;
+    let accepted = stack.upload_document(user, &kb_id, "gauges.txt", &paragraphs(count)).await;
+    let id = Uuid::parse_str(accepted["tracking_id"].as_str().expect("id")).expect("uuid");
+    let db = stack.db().await;
+    claimed_by_a_delivery(&db, id).await;
+    db.execute("UPDATE rag_documents SET ingest_claimed_until = now() WHERE id = $1", &[&id]).await.expect("expire");
+    (kb_id, id, db)
 }
 
 /// Waits until one of the stack's deliveries has claimed document `id`'s ingest.
@@ -243,10 +248,89 @@ async fn a_second_delivery_of_a_document_being_ingested_comes_back_later_instead
     assert_eq!(store.claim_ingest(id, lease).await.expect("claim"), None, "held");
     db.execute("UPDATE rag_documents SET ingest_claimed_until = now() WHERE id = $1", &[&id]).await.expect("expire");
     let live = store.claim_ingest(id, lease).await.expect("claim").expect("past its lease");
+    assert!(store.renew_ingest(live, lease).await.expect("renew"), "the holder renews its claim");
+    assert!(!store.renew_ingest(dead, lease).await.expect("renew"), "a lapsed claim taken by another is not renewed");
     store.release_ingest(dead).await.expect("release");
     assert_eq!(store.claim_ingest(id, lease).await.expect("claim"), None, "the late release freed nothing");
     store.release_ingest(live).await.expect("release");
     assert!(store.claim_ingest(id, lease).await.expect("claim").is_some(), "released");
+}
+
+/// An attempt holds its document by a short lease it renews while it runs, so one that dies
+/// frees the document in two minutes, not the function's fifteen; an attempt whose lease
+/// lapsed and whose claim another delivery took stages and publishes nothing more and comes
+/// back later; the document is then ingested once, whole.
+#[tokio::test]
+async fn an_attempt_whose_claim_lapsed_and_was_taken_writes_nothing_more_and_comes_back_later() {
+    let stack = Stack::from_env().await;
+    let user = user();
+    let stub = StubProvider::start(vec![StubProvider::sized().after(Duration::from_secs(2))], 384).await;
+    // This handler takes the document over; the stack's attempt finds its claim gone at its
+    // next write.
+    let (kb_id, id, db) = taken_over(&stack, &user, &stub, 200).await;
+    let state = ingest_state(&stack, stack.config().await).await;
+    let job = sluice_queue::jobs::DocumentJob { document_id: id, yields: 0 };
+    let handler = tokio::spawn(async move { sluice_ingest::ingest(&state, job, 1).await });
+    let count_staged = async |db: &tokio_postgres::Client| -> i64 {
+        db.query_one("SELECT count(*) FROM rag_chunk_staging WHERE document_id = $1", &[&id])
+            .await
+            .expect("staged")
+            .get(0)
+    };
+    let started = Instant::now();
+    while count_staged(&db).await < 64 {
+        assert!(started.elapsed() < Duration::from_secs(30), "the handler staged no batch");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let lease: f64 = db
+        .query_one(
+            "SELECT extract(epoch FROM ingest_claimed_until - now())::float8 FROM rag_documents WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .expect("lease")
+        .get(0);
+    let most = sluice_ingest::CLAIM_LEASE.as_secs_f64();
+    assert!(lease > most - 35.0 && lease <= most + 1.0, "the claim is held {lease} s unrenewed, not {most}");
+    // Its lease lapses and another delivery takes the claim (the update waits for a batch
+    // being staged): the handler stages nothing after this.
+    db.execute(
+        "UPDATE rag_documents SET ingest_claim = gen_random_uuid(), ingest_claimed_until = now() + interval '1 hour' \
+         WHERE id = $1",
+        &[&id],
+    )
+    .await
+    .expect("taken");
+    let before = count_staged(&db).await;
+    let timed = Instant::now();
+    handler.await.expect("joined").expect("sent back, acknowledged");
+    assert!(timed.elapsed() < Duration::from_secs(10), "the handler went on: {:?}", timed.elapsed());
+    assert_eq!(count_staged(&db).await, before, "staged after its claim was taken");
+    let (status, message, _) = row(&stack, &id.to_string()).await;
+    assert_eq!(status, "processing", "published without its claim: {message:?}");
+
+    // The other holder goes away; the jobs sent back find the document free and finish it.
+    db.execute("UPDATE rag_documents SET ingest_claim = NULL, ingest_claimed_until = NULL WHERE id = $1", &[&id])
+        .await
+        .expect("released");
+    stack.indexed(&user, &kb_id).await;
+    let (status, message, chunks) = row(&stack, &id.to_string()).await;
+    assert_eq!(status, "done", "{message:?}");
+    let (_, base) = stack.call_json(&user, Method::GET, &format!("/kb/{kb_id}"), None).await;
+    let table = format!("rag_{}", base["collection_name"].as_str().expect("name"));
+    each_chunk_once(&db, &table, id, chunks).await;
+}
+
+/// Document `id`'s chunks in `table` are its `chunks` chunks, each once, in order.
+async fn each_chunk_once(db: &tokio_postgres::Client, table: &str, id: Uuid, chunks: i32) {
+    let indexes: Vec<i32> = db
+        .query(&format!("SELECT chunk_index FROM {table} WHERE document_id = $1 ORDER BY chunk_index"), &[&id])
+        .await
+        .expect("chunks")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(indexes, (0..chunks).collect::<Vec<_>>(), "each chunk once, in order");
 }
 
 #[tokio::test]

@@ -27,15 +27,23 @@ use sluice_embed::credentials::target_for;
 use sluice_embed::tokens;
 use sluice_queue::SqsBatchResponse;
 use sluice_queue::jobs::{Dispatcher, DocumentJob, STAGE_LEASE, receive_count};
-use sluice_store::{ChunkRow, Db, Document, IngestClaim, KnowledgeBase, Stage, Turn, WriteOutcome};
+use sluice_store::{ChunkRow, Db, Document, IngestClaim, KnowledgeBase, Stage, Staging, Turn, WriteOutcome};
 use sluice_vault::Vault;
 use sluice_web::stage_span;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tracing::Instrument;
 use uuid::Uuid;
 
 /// Chunks sent to the provider per request, and staged per transaction.
 pub const EMBED_BATCH: usize = 64;
+
+/// How long an ingest claim holds unrenewed: a document whose attempt died (a crash, the
+/// function's timeout) is free for the next delivery this long after the last renewal.
+pub const CLAIM_LEASE: Duration = Duration::from_secs(120);
+
+/// How often a running attempt renews its claim: four times a lease, so one slow database
+/// answer or a long step between awaits does not lose it.
+const CLAIM_RENEWAL: Duration = Duration::from_secs(30);
 
 /// Everything a batch needs, built once per cold start.
 #[derive(Debug, Clone)]
@@ -130,13 +138,56 @@ pub async fn ingest(state: &State, job: DocumentJob, deliveries: u32) -> Result<
     }
     // One attempt per document at a time: another delivery of this job (SQS delivers at
     // least once) or another tenant's delivery ingesting it in its place is not run beside.
-    let Some(claim) = state.db.claim_ingest(document.id, STAGE_LEASE).await? else {
+    let Some(claim) = state.db.claim_ingest(document.id, CLAIM_LEASE).await? else {
         state.dispatcher.send_after_claim("ingest", &job).await?;
         return Ok(());
     };
-    let outcome = claimed_attempt(state, &document, deliveries).await;
+    let outcome = renewing(state, claim, claimed_attempt(state, &document, claim, deliveries)).await;
     release(state, claim).await;
-    outcome
+    match outcome {
+        Ok(Claimed::Done) => Ok(()),
+        // Another delivery may be ingesting the document (or will): this one comes back
+        // later, as when the claim was held at the start, and counts against nothing.
+        Ok(Claimed::Lost) => {
+            tracing::warn!(id = %document.id, "the attempt's claim lapsed; nothing published, the job comes back later");
+            state.dispatcher.send_after_claim("ingest", &job).await?;
+            Ok(())
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Runs `attempt` while renewing `claim` every [`CLAIM_RENEWAL`]. A renewal that finds the
+/// claim taken stops renewing; the attempt learns it when it next stages or publishes, as
+/// both check the claim.
+async fn renewing<T>(state: &State, claim: IngestClaim, attempt: impl Future<Output = T>) -> T {
+    let renewals = async {
+        let start = tokio::time::Instant::now() + CLAIM_RENEWAL;
+        let mut every = tokio::time::interval_at(start, CLAIM_RENEWAL);
+        loop {
+            every.tick().await;
+            match state.db.renew_ingest(claim, CLAIM_LEASE).await {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(error) => {
+                    tracing::warn!(id = %claim.document_id, error = %error, "the ingest claim was not renewed; trying again");
+                }
+            }
+        }
+        std::future::pending().await
+    };
+    tokio::select! {
+        outcome = attempt => outcome,
+        never = renewals => never,
+    }
+}
+
+/// How a claimed attempt ended, when not in a transient error.
+enum Claimed {
+    /// Ingested, or the document's own failure recorded.
+    Done,
+    /// Its claim lapsed and another attempt may hold it: nothing written.
+    Lost,
 }
 
 /// Ends a claim; one left behind only delays the next delivery until its lease runs out.
@@ -146,11 +197,17 @@ async fn release(state: &State, claim: IngestClaim) {
     }
 }
 
-async fn claimed_attempt(state: &State, document: &Document, deliveries: u32) -> Result<(), IngestError> {
+async fn claimed_attempt(
+    state: &State,
+    document: &Document,
+    claim: IngestClaim,
+    deliveries: u32,
+) -> Result<Claimed, IngestError> {
     let last_delivery = deliveries >= state.config.ingest_max_receives;
-    match attempt(state, document).await {
-        Ok(()) => Ok(()),
-        Err(Attempt::Failed(message)) => fail(state, document, &message).await,
+    match attempt(state, document, claim).await {
+        Ok(()) => Ok(Claimed::Done),
+        Err(Attempt::ClaimLost) => Ok(Claimed::Lost),
+        Err(Attempt::Failed(message)) => fail(state, document, &message).await.map(|()| Claimed::Done),
         Err(Attempt::Transient(error)) if last_delivery => {
             tracing::warn!(id = %document.id, error = %error, "last delivery failed; recorded");
             let message = match &error {
@@ -159,7 +216,7 @@ async fn claimed_attempt(state: &State, document: &Document, deliveries: u32) ->
                     failure("ingest", "ServiceUnavailable", "a storage service kept failing; retry the document later")
                 }
             };
-            fail(state, document, &message).await
+            fail(state, document, &message).await.map(|()| Claimed::Done)
         }
         Err(Attempt::Transient(error)) => Err(error),
     }
@@ -177,7 +234,7 @@ async fn ingest_in_turn_of(state: &State, id: uuid::Uuid) {
             return;
         }
     };
-    let claim = match state.db.claim_ingest(id, STAGE_LEASE).await {
+    let claim = match state.db.claim_ingest(id, CLAIM_LEASE).await {
         Ok(Some(claim)) => claim,
         Ok(None) => return,
         Err(error) => {
@@ -185,8 +242,9 @@ async fn ingest_in_turn_of(state: &State, id: uuid::Uuid) {
             return;
         }
     };
-    let outcome = match attempt(state, &document).await {
-        Ok(()) => Ok(()),
+    let outcome = match renewing(state, claim, attempt(state, &document, claim)).await {
+        // A lapsed claim is left to the document's own job, as a transient failure is.
+        Ok(()) | Err(Attempt::ClaimLost) => Ok(()),
         Err(Attempt::Failed(message)) => fail(state, &document, &message).await,
         Err(Attempt::Transient(error)) => Err(error),
     };
@@ -201,6 +259,8 @@ enum Attempt {
     /// The document's own failure: recorded, not retried.
     Failed(String),
     Transient(IngestError),
+    /// The document's claim is no longer this attempt's: nothing was staged or published.
+    ClaimLost,
 }
 
 impl<E: Into<IngestError>> From<E> for Attempt {
@@ -209,7 +269,7 @@ impl<E: Into<IngestError>> From<E> for Attempt {
     }
 }
 
-async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
+async fn attempt(state: &State, document: &Document, claim: IngestClaim) -> Result<(), Attempt> {
     let Some(kb_id) = document.kb_id else {
         return Err(Attempt::Failed(failure("ingest", "KnowledgeBaseDeleted", "the knowledge base was deleted")));
     };
@@ -308,15 +368,18 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
                 embedding,
             });
         }
-        if state
+        match state
             .db
-            .stage_chunks(document, &rows)
+            .stage_chunks(document, claim, &rows)
             .instrument(stage_span("ingest", "write", &document.id))
             .await?
-            .is_none()
         {
-            tracing::info!(id = %document.id, "document deleted or finished while embedding; nothing published");
-            return Ok(());
+            Staging::Staged(_) => {}
+            Staging::Stopped => {
+                tracing::info!(id = %document.id, "document deleted or finished while embedding; nothing published");
+                return Ok(());
+            }
+            Staging::ClaimLost => return Err(Attempt::ClaimLost),
         }
     }
     let stopped = state
@@ -327,7 +390,8 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
         Some(outcome) => outcome,
         None => {
             let truncated = i32::try_from(truncated).unwrap_or(i32::MAX);
-            state.db.publish_chunks(document, truncated).instrument(stage_span("ingest", "write", &document.id)).await?
+            let publish = state.db.publish_chunks(document, claim, truncated);
+            publish.instrument(stage_span("ingest", "write", &document.id)).await?
         }
     };
     match outcome {
@@ -340,6 +404,7 @@ async fn attempt(state: &State, document: &Document) -> Result<(), Attempt> {
             }
             Ok(())
         }
+        WriteOutcome::ClaimLost => Err(Attempt::ClaimLost),
         WriteOutcome::Reserved => Err(Attempt::Failed(failure(
             "ingest",
             "CollectionReserved",

@@ -26,8 +26,8 @@ pub use connect::{
 };
 pub use credentials::{EmbeddingEndpoint, SealedValue, SecretMeta};
 pub use documents::{
-    Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, ParsedText, SyncOrigin,
-    WriteOutcome,
+    Accepted, ChunkRow, DOCUMENT_UPLOAD_PREFIX, Document, OutboxMessage, PARSE_DOCUMENT_TOPIC, ParsedText, Staging,
+    SyncOrigin, WriteOutcome,
 };
 pub use knowledge::{Claim, Claimant, GrantedBase, KnowledgeBase};
 pub use migrate::{MigrationReport, OnlineUpgrades, SCHEMA_VERSION};

@@ -30,8 +30,9 @@ pub enum Turn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IngestClaim {
     pub document_id: Uuid,
-    /// This attempt's own token: a late release never frees another attempt's claim.
-    token: Uuid,
+    /// This attempt's own token: a late release never frees another attempt's claim, and an
+    /// attempt whose claim another took stages and publishes nothing.
+    pub(crate) token: Uuid,
 }
 
 impl Db {
@@ -117,8 +118,9 @@ impl Db {
         }
     }
 
-    /// Claims `id`'s ingest for `lease` (the function's timeout: a claim outliving it belongs
-    /// to a dead attempt), unless another delivery's claim is live: `None` then.
+    /// Claims `id`'s ingest for `lease`, unless another delivery's claim is live: `None` then.
+    /// The attempt renews it while it runs (`renew_ingest`); a claim past its lease belongs to
+    /// an attempt that died, and the next delivery takes it.
     pub async fn claim_ingest(&self, id: Uuid, lease: std::time::Duration) -> Result<Option<IngestClaim>, StoreError> {
         let token = Uuid::new_v4();
         let client = self.client().await?;
@@ -130,6 +132,20 @@ impl Db {
             )
             .await?;
         Ok((claimed == 1).then_some(IngestClaim { document_id: id, token }))
+    }
+
+    /// Extends this attempt's claim to `lease` from now: `false` when it is no longer this
+    /// attempt's (its lease ran out and another delivery took it, or it was released).
+    pub async fn renew_ingest(&self, claim: IngestClaim, lease: std::time::Duration) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let renewed = client
+            .execute(
+                "UPDATE rag_documents SET ingest_claimed_until = now() + make_interval(secs => $3) \
+                 WHERE id = $1 AND ingest_claim = $2",
+                &[&claim.document_id, &claim.token, &lease.as_secs_f64()],
+            )
+            .await?;
+        Ok(renewed == 1)
     }
 
     /// Ends an attempt's claim, so the next delivery may go at once; a claim that expired and

@@ -11,8 +11,8 @@
 //! and `SLUICE_LOCAL_EMBEDDINGS_URL`.
 
 use sluice_e2e::vectors::{Rng, literal};
-use sluice_store::{ChunkRow, Db, Document};
-use std::time::Instant;
+use sluice_store::{ChunkRow, Db, Document, Staging};
+use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 const DIMENSIONS: usize = 384;
@@ -205,10 +205,13 @@ async fn main() {
 
 /// As ingest writes: batch by batch into staging, then published with the completed row.
 async fn write(db: &Db, document: &Document, rows: &[ChunkRow]) {
+    // Claimed as an ingest attempt claims it; the lease outlasts any write here.
+    let claim = db.claim_ingest(document.id, Duration::from_secs(3600)).await.expect("claim").expect("unclaimed");
     for batch in rows.chunks(INGEST_BATCH) {
-        db.stage_chunks(document, batch).await.expect("stage").expect("the document is processing");
+        let staged = db.stage_chunks(document, claim, batch).await.expect("stage");
+        assert!(matches!(staged, Staging::Staged(_)), "the document is processing and claimed");
     }
-    db.publish_chunks(document, 0).await.expect("publish");
+    db.publish_chunks(document, claim, 0).await.expect("publish");
 }
 
 /// The ingest function's batch (`sluice_ingest::EMBED_BATCH`).

@@ -15,8 +15,8 @@
 
 use sluice_e2e::bench::{bench_collection, exact_ids, nearest_ids};
 use sluice_e2e::vectors::{CLUSTERS, Rng, near_topic, normalised, percentile, topic_words};
-use sluice_store::{ChunkRow, Db, ScopeBase, SearchFilters};
-use std::time::Instant;
+use sluice_store::{ChunkRow, Db, ScopeBase, SearchFilters, Staging};
+use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 const DIMENSIONS: usize = 384;
@@ -79,10 +79,13 @@ async fn write_document(
         .await
         .expect("document");
     let document = db.document(id).await.expect("read").expect("document");
+    // Claimed as an ingest attempt claims it; the lease outlasts any write here.
+    let claim = db.claim_ingest(document.id, Duration::from_secs(3600)).await.expect("claim").expect("unclaimed");
     for batch in rows.chunks(INGEST_BATCH) {
-        db.stage_chunks(&document, batch).await.expect("stage").expect("the document is processing");
+        let staged = db.stage_chunks(&document, claim, batch).await.expect("stage");
+        assert!(matches!(staged, Staging::Staged(_)), "the document is processing and claimed");
     }
-    db.publish_chunks(&document, 0).await.expect("publish");
+    db.publish_chunks(&document, claim, 0).await.expect("publish");
     id
 }
 

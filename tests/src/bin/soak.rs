@@ -322,7 +322,8 @@ impl SyncSource {
             }
             if began.elapsed() > Duration::from_secs(120) {
                 // A run held open only by a document a killed attempt still holds (its lease,
-                // the function's timeout, has not ended) is waiting as designed, not stuck.
+                // two minutes after the attempt's last renewal, has not ended) is waiting as
+                // designed, not stuck.
                 let held: i64 = stack
                     .db()
                     .await
@@ -691,8 +692,8 @@ async fn breaches(stack: &Stack) -> Vec<String> {
         .await
         .expect("chat");
     found.extend(rows.iter().map(|r| format!("stuck chat file {}: {}", r.get::<_, Uuid>(0), r.get::<_, String>(1))));
-    // A document a killed ingest attempt still holds waits for the attempt's lease (the
-    // function's timeout) to end, as on AWS; it is named, not counted as stuck.
+    // A document a killed ingest attempt still holds waits for the attempt's lease (two
+    // minutes after its last renewal) to end, as on AWS; it is named, not counted as stuck.
     let held = db
         .query(
             "SELECT id, ingest_claimed_until::text FROM rag_documents \

@@ -5,7 +5,7 @@ use super::tracking::Document;
 use crate::names::teardown_reserved;
 use crate::names::vector_width;
 use crate::removals::queue_removal;
-use crate::{Db, StoreError};
+use crate::{Db, IngestClaim, StoreError};
 use sluice_domain::collection::vector_table;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::Type;
@@ -41,6 +41,20 @@ pub enum WriteOutcome {
     BaseGone,
     /// The name is reserved for a teardown: nothing written.
     Reserved,
+    /// The attempt's claim on the document is no longer its own (its lease ran out, and
+    /// another delivery may be ingesting it): nothing written.
+    ClaimLost,
+}
+
+/// How staging one batch ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Staging {
+    /// This many chunks staged.
+    Staged(usize),
+    /// The document is gone or no longer processing: nothing staged, and the attempt stops.
+    Stopped,
+    /// The attempt's claim is no longer its own: nothing staged (see [`WriteOutcome::ClaimLost`]).
+    ClaimLost,
 }
 
 impl Db {
@@ -56,16 +70,28 @@ impl Db {
     }
 
     /// Stages one batch of a document's embedded chunks (binary `COPY`), invisible to search
-    /// until `publish_chunks`. `None` when the document is gone or no longer processing:
-    /// nothing is staged, and the caller stops.
-    pub async fn stage_chunks(&self, doc: &Document, chunks: &[ChunkRow]) -> Result<Option<usize>, StoreError> {
+    /// until `publish_chunks`, under `claim` (the row stays locked against a takeover of the
+    /// claim until the batch is in).
+    pub async fn stage_chunks(
+        &self,
+        doc: &Document,
+        claim: IngestClaim,
+        chunks: &[ChunkRow],
+    ) -> Result<Staging, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        let processing = tx
-            .query_opt("SELECT 1 FROM rag_documents WHERE id = $1 AND status = 'processing' FOR SHARE", &[&doc.id])
-            .await?;
-        if processing.is_none() {
-            return Ok(None);
+        let held: Option<bool> = tx
+            .query_opt(
+                "SELECT ingest_claim IS NOT DISTINCT FROM $2 FROM rag_documents \
+                 WHERE id = $1 AND status = 'processing' FOR SHARE",
+                &[&doc.id, &claim.token],
+            )
+            .await?
+            .map(|row| row.get(0));
+        match held {
+            None => return Ok(Staging::Stopped),
+            Some(false) => return Ok(Staging::ClaimLost),
+            Some(true) => {}
         }
         let vector_type = tx.prepare("SELECT $1::vector").await?.params()[0].clone();
         let sink = tx
@@ -94,7 +120,7 @@ impl Db {
         }
         let staged = writer.finish().await?;
         tx.commit().await?;
-        Ok(Some(usize::try_from(staged).unwrap_or(usize::MAX)))
+        Ok(Staging::Staged(usize::try_from(staged).unwrap_or(usize::MAX)))
     }
 
     /// Moves a document's staged chunks into its collection's vector table and completes its
@@ -102,8 +128,14 @@ impl Db {
     /// base waits for it, or it finds the base gone) and the document's row (likewise): the
     /// document becomes searchable whole, never in part. Chunks an earlier attempt published
     /// are replaced, so a redelivered message never duplicates a chunk. The table must exist.
-    /// `truncated_chunks` is how many of them the model could not read whole.
-    pub async fn publish_chunks(&self, doc: &Document, truncated_chunks: i32) -> Result<WriteOutcome, StoreError> {
+    /// `truncated_chunks` is how many of them the model could not read whole. Only the holder
+    /// of the document's `claim` publishes: the staged chunks may be another attempt's.
+    pub async fn publish_chunks(
+        &self,
+        doc: &Document,
+        claim: IngestClaim,
+        truncated_chunks: i32,
+    ) -> Result<WriteOutcome, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         if tx.query_opt("SELECT 1 FROM knowledge_bases WHERE id = $1 FOR SHARE", &[&doc.kb_id]).await?.is_none() {
@@ -112,14 +144,18 @@ impl Db {
         if teardown_reserved(&tx, &doc.collection_name).await? {
             return Ok(WriteOutcome::Reserved);
         }
-        let status: Option<String> = tx
-            .query_opt("SELECT status FROM rag_documents WHERE id = $1 FOR UPDATE", &[&doc.id])
+        let status: Option<(String, bool)> = tx
+            .query_opt(
+                "SELECT status, ingest_claim IS NOT DISTINCT FROM $2 FROM rag_documents WHERE id = $1 FOR UPDATE",
+                &[&doc.id, &claim.token],
+            )
             .await?
-            .map(|r| r.get(0));
-        match status.as_deref() {
+            .map(|r| (r.get(0), r.get(1)));
+        match status {
             None => return Ok(WriteOutcome::DocumentGone),
-            Some("processing") => {}
-            Some(_) => return Ok(WriteOutcome::AlreadyDone),
+            Some((status, _)) if status != "processing" => return Ok(WriteOutcome::AlreadyDone),
+            Some((_, false)) => return Ok(WriteOutcome::ClaimLost),
+            Some((_, true)) => {}
         }
         if vector_width(&tx, &doc.collection_name).await?.is_none() {
             return Ok(WriteOutcome::BaseGone);

@@ -8,7 +8,7 @@ mod outbox;
 mod parsing;
 mod tracking;
 
-pub use chunks::{ChunkRow, WriteOutcome};
+pub use chunks::{ChunkRow, Staging, WriteOutcome};
 pub use outbox::OutboxMessage;
 pub use parsing::ParsedText;
 pub use tracking::{Accepted, DOCUMENT_UPLOAD_PREFIX, Document, PARSE_DOCUMENT_TOPIC, SyncOrigin};
