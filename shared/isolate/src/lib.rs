@@ -419,11 +419,17 @@ fn serve(
     let mut header = Vec::new();
     (&mut stdin).take(MAX_JOB_HEADER_BYTES).read_until(b'\n', &mut header).map_err(|e| e.to_string())?;
     let job: Job = serde_json::from_slice(&header).map_err(|e| format!("not a job: {e}"))?;
-    // Limits first: from here on every allocation counts against them.
-    rlimit::setrlimit(rlimit::Resource::AS, job.memory_bytes, job.memory_bytes).map_err(|e| e.to_string())?;
-    rlimit::setrlimit(rlimit::Resource::CPU, job.cpu_seconds, job.cpu_seconds + 1).map_err(|e| e.to_string())?;
     let kind = sluice_formats::kind_for_filename(&format!("file.{}", job.extension))
         .ok_or_else(|| format!("no file kind has the extension {:?}", job.extension))?;
+    // PDFium is mapped before the limits where the file may hold a PDF: its size is the
+    // library's, not the file's, and a bound too small for it would read as a missing
+    // library rather than as a file that needs more memory. Unavailable, the read says so.
+    if matches!(kind.file_type, FileType::Pdf | FileType::Archive | FileType::Email) {
+        let _ = sluice_formats::pdf::ensure_available();
+    }
+    // Limits next: from here on every allocation counts against them.
+    rlimit::setrlimit(rlimit::Resource::AS, job.memory_bytes, job.memory_bytes).map_err(|e| e.to_string())?;
+    rlimit::setrlimit(rlimit::Resource::CPU, job.cpu_seconds, job.cpu_seconds + 1).map_err(|e| e.to_string())?;
     let mut bytes = Vec::new();
     stdin.take(job.file_bytes).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
     if bytes.len() as u64 != job.file_bytes {
