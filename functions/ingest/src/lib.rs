@@ -374,7 +374,7 @@ async fn attempt(state: &State, document: &Document, claim: IngestClaim) -> Resu
             .instrument(stage_span("ingest", "write", &document.id))
             .await?
         {
-            Staging::Staged(_) => {}
+            Staging::Staged => {}
             Staging::Stopped => {
                 tracing::info!(id = %document.id, "document deleted or finished while embedding; nothing published");
                 return Ok(());

@@ -49,8 +49,8 @@ pub enum WriteOutcome {
 /// How staging one batch ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Staging {
-    /// This many chunks staged.
-    Staged(usize),
+    /// The batch is staged.
+    Staged,
     /// The document is gone or no longer processing: nothing staged, and the attempt stops.
     Stopped,
     /// The attempt's claim is no longer its own: nothing staged (see [`WriteOutcome::ClaimLost`]).
@@ -118,9 +118,9 @@ impl Db {
                 ])
                 .await?;
         }
-        let staged = writer.finish().await?;
+        writer.finish().await?;
         tx.commit().await?;
-        Ok(Staging::Staged(usize::try_from(staged).unwrap_or(usize::MAX)))
+        Ok(Staging::Staged)
     }
 
     /// Moves a document's staged chunks into its collection's vector table and completes its
