@@ -588,3 +588,60 @@ async fn bases_that_existed_keep_the_chunk_size_they_had_when_the_models_default
         ]
     );
 }
+
+#[tokio::test]
+async fn a_chunk_row_keeps_its_vector_and_words_on_its_page() {
+    let stack = Stack::from_env().await;
+    let target = fresh_database(&stack).await;
+    let admin = Db::open(&target, &stack.admin_login, 1).expect("pool");
+    let client = admin_client(&stack, &target).await;
+    // A chunk as the keyless model's bases hold them: 1,000 characters, 384 dimensions.
+    let content: String = (0..140).map(|n| format!("word{n} ")).collect();
+    let insert = |table: &str| {
+        format!(
+            "INSERT INTO {table} (id, document_id, chunk_index, content, embedding) \
+             VALUES (gen_random_uuid(), gen_random_uuid(), 0, $1, array_fill(0.25::real, ARRAY[384])::vector)"
+        )
+    };
+    let toasted = async |table: &str| -> i64 {
+        client
+            .query_one("SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE oid = $1::text::regclass", &[&table])
+            .await
+            .expect("sizes")
+            .get(0)
+    };
+    // Before migration 28 such a row's vector and words went to the TOAST relation.
+    admin.migrate_schema_to(27).await.expect("schema 27");
+    client.execute("SELECT sluice_create_vector_table('before', 384, 'english')", &[]).await.expect("table");
+    client.execute(&insert("rag_before"), &[&content]).await.expect("chunk");
+    assert!(toasted("rag_before").await > 0, "the layout this migration changes");
+
+    admin.migrate_schema_to(SCHEMA_VERSION).await.expect("upgrade");
+    client.execute("SELECT sluice_create_vector_table('after', 384, 'english')", &[]).await.expect("table");
+    client.execute(&insert("rag_after"), &[&content]).await.expect("chunk");
+    assert_eq!(toasted("rag_after").await, 0, "a chunk row fits its page whole");
+    // The table made before gets the same settings for the rows written to it from now on.
+    for table in ["rag_before", "rag_after"] {
+        let row = client
+            .query_one(
+                "SELECT c.reloptions, array_agg(a.attstorage::text ORDER BY a.attname) FROM pg_class c \
+                 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname IN ('embedding', 'search_vector') \
+                 WHERE c.oid = $1::text::regclass GROUP BY c.reloptions",
+                &[&table],
+            )
+            .await
+            .expect("settings");
+        assert_eq!(row.get::<_, Vec<String>>(0), ["toast_tuple_target=8160"], "{table}");
+        assert_eq!(row.get::<_, Vec<String>>(1), ["m", "m"], "{table}");
+    }
+    // A row too long for a page still goes in, its text moved out first; it reads back whole.
+    let long: String = (0..5_000).map(|n| format!("word{n} ")).collect();
+    client.execute(&insert("rag_after"), &[&long]).await.expect("a long chunk");
+    let read: String = client
+        .query_one("SELECT content FROM rag_after ORDER BY length(content) DESC LIMIT 1", &[])
+        .await
+        .expect("read")
+        .get(0);
+    assert_eq!(read, long);
+    assert!(toasted("rag_after").await > 0, "the long text went to TOAST");
+}

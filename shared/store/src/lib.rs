@@ -7,6 +7,7 @@ mod connect;
 mod credentials;
 mod documents;
 mod keyword_feedback;
+mod keyword_scoring;
 mod knowledge;
 mod migrate;
 mod names;

@@ -8,15 +8,17 @@
 //! filter never silently returns fewer rows than match.
 
 use crate::keyword_feedback::{FeedbackChunk, expanded_query};
+use crate::keyword_scoring::{BM25_K1, Best, Bm25, Scored, read_quoted};
 use crate::names::{text_search_language, vector_width};
 use crate::{Db, StoreError};
+use futures_util::TryStreamExt;
 use sluice_domain::collection::vector_table;
 use sluice_domain::config::KeywordReading;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 use time::Date;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 use uuid::Uuid;
 
 /// One base a search may read: its chunks carry its id and its tenant (`None` for an app
@@ -200,12 +202,12 @@ impl Db {
         let table = vector_table(collection);
         let (wanted, excluded) = split_exclusions(query);
         let parsed = client
-            .query_one(
+            .query_typed_one(
                 "SELECT w::text, x::text, querytree(w) FROM
                      (SELECT replace(websearch_to_tsquery($1::text::regconfig, $3)::text, ' & ', ' | ')::tsquery AS w,
                              replace(plainto_tsquery($1::text::regconfig, $2)::text, ' & ', ' | ')::tsquery AS x)
                       AS parts",
-                &[&language, &excluded, &wanted],
+                &[(&language, Type::TEXT), (&excluded, Type::TEXT), (&wanted, Type::TEXT)],
             )
             .await?;
         let (wanted, excluded): (String, String) = (parsed.get(0), parsed.get(1));
@@ -224,35 +226,31 @@ impl Db {
         let time_budget = reading.time_budget;
         // A phrase asks for those words in that order: feedback would find other wording.
         let Some(feedback) = reading.feedback.filter(|_| !wanted.contains('<')) else {
-            let leg =
-                KeywordLeg { client: &client, table: &table, scope, filters, depth, time_budget, columns: HIT_COLUMNS };
-            let rows = leg.rank(&matches, &weighed).await?.unwrap_or_default();
-            return Ok(rows.iter().map(|r| hit(r, r.get("rank"))).collect());
+            let leg = KeywordLeg { client: &client, table: &table, scope, filters, depth, time_budget };
+            let ranked = leg.rank(&matches, &weighed).await?.unwrap_or_default();
+            return leg.hits(&ranked).await;
         };
         // Ranked deeper first, so a chunk just below `depth` may climb once the added words weigh.
         let pool = depth.saturating_mul(2).max(FEEDBACK_POOL);
-        // Only ids and scores: the pool is ranked again below, and only its best are read whole.
-        let leg =
-            KeywordLeg { client: &client, table: &table, scope, filters, depth: pool, time_budget, columns: "id" };
-        let rows = leg.rank(&matches, &weighed).await?.unwrap_or_default();
-        let best: Vec<Uuid> = rows.iter().take(feedback.chunks).map(|r| r.get("id")).collect();
+        let leg = KeywordLeg { client: &client, table: &table, scope, filters, depth: pool, time_budget };
+        let ranked = leg.rank(&matches, &weighed).await?.unwrap_or_default();
+        let best: Vec<Uuid> = ranked.iter().take(feedback.chunks).map(|r| r.id).collect();
         let words = client
-            .query(
+            .query_typed(
                 &format!(
                     "SELECT c.id, t.lexeme, cardinality(t.positions)::float8, c.search_length::float8
                      FROM {table} AS c, unnest(c.search_vector) AS t WHERE c.id = ANY($1)"
                 ),
-                &[&best],
+                &[(&best, Type::UUID_ARRAY)],
             )
             .await?;
-        let chunks: Vec<FeedbackChunk> = rows
+        let chunks: Vec<FeedbackChunk> = ranked
             .iter()
             .take(feedback.chunks)
             .map(|r| {
-                let id: Uuid = r.get("id");
-                let own = words.iter().filter(|w| w.get::<_, Uuid>(0) == id);
+                let own = words.iter().filter(|w| w.get::<_, Uuid>(0) == r.id);
                 FeedbackChunk {
-                    score: r.get("rank"),
+                    score: r.score,
                     length: own.clone().next().map_or(0.0, |w| w.get(3)),
                     words: own.map(|w| (w.get(1), w.get(2))).collect(),
                 }
@@ -261,10 +259,10 @@ impl Db {
         let expanded = expanded_query(&lexemes, &chunks, feedback);
         // The same chunks, ranked again with the added words: they reorder what the query's
         // own words matched and never add a chunk.
-        let pooled: Vec<Uuid> = rows.iter().map(|r| r.get("id")).collect();
-        let leg = KeywordLeg { depth, columns: HIT_COLUMNS, ..leg };
-        let rows = leg.rescore(&pooled, &expanded).await?;
-        Ok(rows.iter().map(|r| hit(r, r.get("rank"))).collect())
+        let pooled: Vec<Uuid> = ranked.iter().map(|r| r.id).collect();
+        let leg = KeywordLeg { depth, ..leg };
+        let rescored = leg.rescore(&pooled, &expanded).await?;
+        leg.hits(&rescored).await
     }
 
     /// The `organizational_unit` values present in `collection` within `scope`, sorted;
@@ -292,16 +290,16 @@ impl Db {
 }
 
 /// One keyword ranking's fixed parts: where it reads and how many chunks it keeps.
-struct KeywordLeg<'a, C> {
-    client: &'a C,
+struct KeywordLeg<'a> {
+    /// Every statement goes out with its parameters' types (`query_typed`): one round trip
+    /// each, where a statement prepared first takes two.
+    client: &'a tokio_postgres::Client,
     table: &'a str,
     scope: &'a [ScopeBase],
     filters: &'a SearchFilters,
     depth: i64,
     /// How long it reads on after its first reading (`KeywordReading::time_budget`).
     time_budget: Option<Duration>,
-    /// The columns each ranked row carries beside its `rank`: a hit's, or only its `id`.
-    columns: &'static str,
 }
 
 /// The scope's term statistics for a query's words: how many chunks the scope holds, their
@@ -316,27 +314,16 @@ struct Statistics {
     idfs: Vec<f64>,
 }
 
-/// A chunk's BM25 score for the words in parameter `$n`, their weighted idfs in `$n+1` and
-/// the scope's average length in `$n+2`: term frequencies from the words' positions in its
-/// `tsvector`, its length from `search_length`. Each word's idf is found by its place in the
-/// list, not by joining the list to the chunk's words: the join was planned and run for every
-/// chunk scored, a fifth of a reading's time.
-fn bm25_score(n: usize) -> String {
-    let (words, idfs, average) = (n, n + 1, n + 2);
-    format!(
-        "coalesce((SELECT sum((${idfs}::float8[])[array_position(${words}::text[], t.lexeme)]
-                              * cardinality(t.positions) * ({BM25_K1} + 1)
-                          / (cardinality(t.positions)
-                             + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * c.search_length / ${average}::float8)))
-                  FROM unnest(ts_filter(setweight(c.search_vector, 'A', ${words}), '{{a}}')) AS t),
-                 0)::float8"
-    )
+/// What a candidate chunk is scored from, its words in parameter `$n`: its id, its length
+/// and its `tsvector` filtered to those words (`keyword_scoring`).
+fn scoring_columns(n: usize) -> String {
+    format!("c.id, c.search_length::float8, ts_filter(setweight(c.search_vector, 'A', ${n}::text[]), '{{a}}')::text")
 }
 
 const HIT_COLUMNS: &str = "id, kb_id, document_id, filename, chunk_index, content, metadata, source, document_type,
                            organizational_unit, document_date";
 
-impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
+impl KeywordLeg<'_> {
     /// The statistics of `words` (each lexeme with its weight in the query) over the
     /// scope; `None` when the scope holds no chunk at all.
     async fn statistics(&self, words: &[(String, f64)]) -> Result<Option<Statistics>, StoreError> {
@@ -352,13 +339,13 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
         lexemes.push("");
         let rows = self
             .client
-            .query(
+            .query_typed(
                 &format!(
                     "SELECT kb_id, org_id, lexeme, chunks::float8, occurrences::float8 FROM \"{}$terms\"
                      WHERE kb_id = ANY($1::uuid[]) AND org_id = ANY($2::uuid[]) AND lexeme = ANY($3::text[])",
                     self.table
                 ),
-                &[&kb_ids, &tenants, &lexemes],
+                &[(&kb_ids, Type::UUID_ARRAY), (&tenants, Type::UUID_ARRAY), (&lexemes, Type::TEXT_ARRAY)],
             )
             .await?;
         let mut counted: BTreeMap<String, (f64, f64)> = BTreeMap::new();
@@ -391,17 +378,14 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
 
     /// The `depth` chunks matching `tsquery` that BM25 ranks best for `words`, best first;
     /// `None` when the scope holds no chunk at all.
-    async fn rank(
-        &self,
-        tsquery: &str,
-        words: &[(String, f64)],
-    ) -> Result<Option<Vec<tokio_postgres::Row>>, StoreError> {
+    async fn rank(&self, tsquery: &str, words: &[(String, f64)]) -> Result<Option<Vec<Scored>>, StoreError> {
         let Some(Statistics { chunks, average_length, lexemes, holding, idfs }) = self.statistics(words).await? else {
             return Ok(None);
         };
+        let bm25 = Bm25::new(&lexemes, &idfs, average_length);
         let started = Instant::now();
         // The last complete reading's answer: exact among the chunks holding the words read.
-        let mut answered: Option<Vec<tokio_postgres::Row>> = None;
+        let mut answered: Option<Vec<Scored>> = None;
         // Whether the budget's transaction is open.
         let mut timed = false;
         let mut read = first_tier(&holding, chunks);
@@ -429,7 +413,7 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
                     timed = true;
                 }
             }
-            let mut rows = match self.read(&candidates, &lexemes, &idfs, average_length).await {
+            let rows = match self.read(&candidates, &lexemes, &bm25).await {
                 Ok(rows) => rows,
                 Err(StoreError::Query(error)) if timed && error.code() == Some(&SqlState::QUERY_CANCELED) => {
                     self.end_timed(timed, false).await?;
@@ -440,12 +424,11 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
                     return Err(error);
                 }
             };
-            best_first(&mut rows, self.depth);
             // A chunk holding none of the words read scores at most what the unread words
             // could each add at their most (BM25 saturates at idf × (k1 + 1)).
             let unread_bound: f64 = idfs[read.min(idfs.len())..].iter().map(|idf| idf * (BM25_K1 + 1.0)).sum();
             let full = rows.len() as i64 == self.depth;
-            let last = rows.last().map_or(0.0, |r| r.get::<_, f64>("rank"));
+            let last = rows.last().map_or(0.0, |r| r.score);
             if read >= lexemes.len() || (full && last > unread_bound) {
                 self.end_timed(timed, true).await?;
                 return Ok(Some(rows));
@@ -464,65 +447,60 @@ impl<C: deadpool_postgres::GenericClient> KeywordLeg<'_, C> {
         Ok(())
     }
 
-    /// The `depth` best of each base's chunks matching `candidates`, scored for `lexemes`
-    /// with their weighted `idfs`.
-    async fn read(
-        &self,
-        candidates: &str,
-        lexemes: &[String],
-        idfs: &[f64],
-        average_length: f64,
-    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-        let mut rows = Vec::new();
+    /// The `depth` best of the scope's chunks matching `candidates`, scored for `lexemes`.
+    /// The candidates stream past, only the best kept (`Best`), however many match.
+    async fn read(&self, candidates: &str, lexemes: &[String], bm25: &Bm25<'_>) -> Result<Vec<Scored>, StoreError> {
+        let mut best = Best::new(self.depth);
         for base in self.scope {
             let sql = format!(
-                "SELECT {}, {} AS rank
-                 FROM {} AS c
-                 WHERE kb_id = $1 AND {} {WHERE_FILTERS} AND c.search_vector @@ $9::text::tsquery
-                 ORDER BY rank DESC, id LIMIT $13",
-                self.columns,
-                bm25_score(10),
+                "SELECT {} FROM {} AS c
+                 WHERE kb_id = $1 AND {} {WHERE_FILTERS} AND c.search_vector @@ $9::text::tsquery",
+                scoring_columns(10),
                 self.table,
                 tenant_clause(base)
             );
-            let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, self.filters);
-            let params: [&(dyn ToSql + Sync); 13] =
-                [p1, p2, p3, p4, p5, p6, p7, p8, &candidates, &lexemes, &idfs, &average_length, &self.depth];
-            rows.extend(self.client.query(&sql, &params).await?);
+            let mut params: Vec<(&(dyn ToSql + Sync), Type)> =
+                scoped_params(base, self.filters).into_iter().zip(SCOPED_PARAM_TYPES).collect();
+            params.extend([(&candidates as &(dyn ToSql + Sync), Type::TEXT), (&lexemes, Type::TEXT_ARRAY)]);
+            let rows = self.client.query_typed_raw(&sql, params).await?;
+            let mut rows = std::pin::pin!(rows);
+            while let Some(row) = rows.try_next().await? {
+                best.push(Scored { id: row.get(0), score: bm25.score(row.get(2), row.get(1)) });
+            }
         }
-        Ok(rows)
+        Ok(best.into_sorted())
     }
 
     /// The chunks `ids` (found by `rank` within this scope) scored again for `words`: the
     /// `depth` best, best first.
-    async fn rescore(&self, ids: &[Uuid], words: &[(String, f64)]) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+    async fn rescore(&self, ids: &[Uuid], words: &[(String, f64)]) -> Result<Vec<Scored>, StoreError> {
         let Some(Statistics { average_length, lexemes, idfs, .. }) = self.statistics(words).await? else {
             return Ok(Vec::new());
         };
-        let sql = format!(
-            "SELECT {}, {} AS rank FROM {} AS c WHERE c.id = ANY($1) ORDER BY rank DESC, id LIMIT $5",
-            self.columns,
-            bm25_score(2),
-            self.table
-        );
-        let mut rows = self.client.query(&sql, &[&ids, &lexemes, &idfs, &average_length, &self.depth]).await?;
-        best_first(&mut rows, self.depth);
-        Ok(rows)
+        let bm25 = Bm25::new(&lexemes, &idfs, average_length);
+        let sql = format!("SELECT {} FROM {} AS c WHERE c.id = ANY($1)", scoring_columns(2), self.table);
+        let mut best = Best::new(self.depth);
+        for row in self.client.query_typed(&sql, &[(&ids, Type::UUID_ARRAY), (&lexemes, Type::TEXT_ARRAY)]).await? {
+            best.push(Scored { id: row.get(0), score: bm25.score(row.get(2), row.get(1)) });
+        }
+        Ok(best.into_sorted())
+    }
+
+    /// The chunks `ranked` (found within this scope) read whole, as hits in that order.
+    async fn hits(&self, ranked: &[Scored]) -> Result<Vec<Hit>, StoreError> {
+        let ids: Vec<Uuid> = ranked.iter().map(|r| r.id).collect();
+        let rows = self
+            .client
+            .query_typed(
+                &format!("SELECT {HIT_COLUMNS} FROM {} WHERE id = ANY($1)", self.table),
+                &[(&ids, Type::UUID_ARRAY)],
+            )
+            .await?;
+        let mut rows: HashMap<Uuid, tokio_postgres::Row> = rows.into_iter().map(|r| (r.get("id"), r)).collect();
+        // A chunk deleted since it was scored is left out.
+        Ok(ranked.iter().filter_map(|r| rows.remove(&r.id).map(|row| hit(&row, r.score))).collect())
     }
 }
-
-/// `rows` ordered by their `rank`, best first (ties by id), and cut to `depth`.
-fn best_first(rows: &mut Vec<tokio_postgres::Row>, depth: i64) {
-    rows.sort_by(|a, b| {
-        b.get::<_, f64>("rank").total_cmp(&a.get::<_, f64>("rank")).then(a.get::<_, Uuid>("id").cmp(&b.get("id")))
-    });
-    rows.truncate(usize::try_from(depth).unwrap_or(usize::MAX));
-}
-
-/// BM25's term-frequency saturation and length normalisation, at the values Lucene and
-/// Elasticsearch ship.
-const BM25_K1: f64 = 1.2;
-const BM25_B: f64 = 0.75;
 
 /// A reading is not started with less time than this left.
 const MIN_READING_TIME: Duration = Duration::from_millis(5);
@@ -596,19 +574,7 @@ fn quoted_lexemes(text: &str) -> Vec<String> {
         if c != '\'' {
             continue;
         }
-        let mut lexeme = String::new();
-        while let Some(c) = chars.next() {
-            match c {
-                '\\' => lexeme.extend(chars.next()),
-                '\'' if chars.peek() == Some(&'\'') => {
-                    chars.next();
-                    lexeme.push('\'');
-                }
-                '\'' => break,
-                other => lexeme.push(other),
-            }
-        }
-        lexemes.push(lexeme);
+        lexemes.push(read_quoted(&mut chars));
     }
     lexemes
 }
@@ -688,6 +654,10 @@ async fn nearest(
     }
     Ok(rows)
 }
+
+/// The types of `scoped_params`, in order.
+const SCOPED_PARAM_TYPES: [Type; 8] =
+    [Type::UUID, Type::UUID, Type::TEXT_ARRAY, Type::TEXT_ARRAY, Type::TEXT_ARRAY, Type::DATE, Type::DATE, Type::UUID];
 
 /// The parameters `$1`…`$8` of a per-base query: the base, its tenant, the filters.
 fn scoped_params<'a>(base: &'a ScopeBase, filters: &'a SearchFilters) -> [&'a (dyn ToSql + Sync); 8] {
