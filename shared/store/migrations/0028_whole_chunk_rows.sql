@@ -32,16 +32,6 @@ END
 $fn$;
 REVOKE ALL ON FUNCTION sluice_create_vector_table(text, integer, regconfig) FROM PUBLIC;
 
-DO $layout$
-DECLARE
-    tbl record;
-BEGIN
-    FOR tbl IN
-        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-        WHERE n.nspname = current_schema() AND c.relkind = 'r'
-          AND obj_description(c.oid, 'pg_class') = 'sluice:vector-table'
-    LOOP
-        PERFORM sluice_keep_chunk_rows_whole(tbl.relname);
-    END LOOP;
-END
-$layout$;
+SELECT sluice_keep_chunk_rows_whole(relname::text) FROM pg_class
+WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r'
+  AND obj_description(oid, 'pg_class') = 'sluice:vector-table';
