@@ -85,14 +85,14 @@ pub(crate) async fn text_search_language(
     client: &impl deadpool_postgres::GenericClient,
     collection: &str,
 ) -> Result<Option<String>, tokio_postgres::Error> {
-    let row = client
-        .query_opt(
-            "SELECT coalesce(col_description(c.oid, a.attnum), 'english') FROM pg_class c \
-             JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema() \
-             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'search_vector' \
-             WHERE c.relname = $1 AND obj_description(c.oid, 'pg_class') = $2",
-            &[&vector_table(collection), &VECTOR_TABLE_COMMENT],
-        )
-        .await?;
+    let row = client.query_opt(TEXT_SEARCH_LANGUAGE, &[&vector_table(collection), &VECTOR_TABLE_COMMENT]).await?;
     Ok(row.map(|r| r.get(0)))
 }
+
+/// The query behind [`text_search_language`], the table's name in `$1` and the marking comment
+/// in `$2`: one row (`language`), or none. Other statements read it as a sub-query, so a
+/// search learns the language in the statement that uses it.
+pub(crate) const TEXT_SEARCH_LANGUAGE: &str = "SELECT coalesce(col_description(c.oid, a.attnum), 'english') AS language FROM pg_class c \
+     JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema() \
+     JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'search_vector' \
+     WHERE c.relname = $1 AND obj_description(c.oid, 'pg_class') = $2";

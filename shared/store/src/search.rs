@@ -9,7 +9,7 @@
 
 use crate::keyword_feedback::{FeedbackChunk, expanded_query};
 use crate::keyword_scoring::{BM25_K1, Best, Bm25, Scored, read_quoted};
-use crate::names::{text_search_language, vector_width};
+use crate::names::{TEXT_SEARCH_LANGUAGE, VECTOR_TABLE_COMMENT, vector_width};
 use crate::{Db, StoreError};
 use futures_util::TryStreamExt;
 use sluice_domain::collection::vector_table;
@@ -102,17 +102,18 @@ impl Db {
         vector: &[f32],
         top_k: i64,
     ) -> Result<Vec<Hit>, StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await?;
-        if vector_width(&tx, collection).await?.is_none() || scope.is_empty() {
+        if scope.is_empty() {
             return Ok(Vec::new());
         }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
         let table = vector_table(collection);
-        let vector = pgvector::Vector::from(vector.to_vec());
+        let Some(rows_in_table) = table_rows(&tx, &table).await? else {
+            return Ok(Vec::new());
+        };
         let filtered = *filters != SearchFilters::default();
         // Exact when few rows can match: a small table, or a filter selective enough that its
         // B-tree indexes find the candidates at once. Otherwise the HNSW index.
-        let rows_in_table = table_rows(&tx, &table).await?;
         let bound = exact_filtered_rows(rows_in_table);
         let plan = match (rows_in_table <= EXACT_SCAN_ROWS, filtered) {
             (true, _) => Ranking::Exact,
@@ -122,9 +123,9 @@ impl Db {
         let exact = match plan {
             Ranking::Exact => {
                 tx.batch_execute("SET LOCAL enable_indexscan = off").await?;
-                Some(nearest(&tx, &table, scope, filters, &vector, top_k).await?)
+                Some(nearest(&tx, &table, scope, filters, vector, top_k).await?)
             }
-            Ranking::ExactIfWithin => nearest_within(&tx, &table, scope, filters, &vector, top_k, bound).await?,
+            Ranking::ExactIfWithin => nearest_within(&tx, &table, scope, filters, vector, top_k, bound).await?,
             Ranking::Index => None,
         };
         let mut rows = match exact {
@@ -138,11 +139,11 @@ impl Db {
                      SET LOCAL hnsw.max_scan_tuples = 50000"
                 ))
                 .await?;
-                let rows = nearest(&tx, &table, scope, filters, &vector, top_k).await?;
+                let rows = nearest(&tx, &table, scope, filters, vector, top_k).await?;
                 if (rows.len() as i64) < top_k {
                     // The index's scan budget ran out first: never fewer rows than match.
                     tx.batch_execute("SET LOCAL enable_indexscan = off").await?;
-                    nearest(&tx, &table, scope, filters, &vector, top_k).await?
+                    nearest(&tx, &table, scope, filters, vector, top_k).await?
                 } else {
                     rows
                 }
@@ -192,24 +193,32 @@ impl Db {
         depth: i64,
         reading: KeywordReading,
     ) -> Result<Vec<Hit>, StoreError> {
-        let client = self.client().await?;
-        let Some(language) = text_search_language(&client, collection).await? else {
-            return Ok(Vec::new());
-        };
         if scope.is_empty() || depth < 1 {
             return Ok(Vec::new());
         }
+        let client = self.client().await?;
         let table = vector_table(collection);
         let (wanted, excluded) = split_exclusions(query);
-        let parsed = client
-            .query_typed_one(
-                "SELECT w::text, x::text, querytree(w) FROM
-                     (SELECT replace(websearch_to_tsquery($1::text::regconfig, $3)::text, ' & ', ' | ')::tsquery AS w,
-                             replace(plainto_tsquery($1::text::regconfig, $2)::text, ' & ', ' | ')::tsquery AS x)
-                      AS parts",
-                &[(&language, Type::TEXT), (&excluded, Type::TEXT), (&wanted, Type::TEXT)],
+        // Read with the table's own language, found in the same statement; no row: no table yet.
+        let Some(parsed) = client
+            .query_typed_opt(
+                &format!(
+                    "SELECT w::text, x::text, querytree(w) FROM
+                     (SELECT replace(websearch_to_tsquery(l.language::regconfig, $4)::text, ' & ', ' | ')::tsquery AS w,
+                             replace(plainto_tsquery(l.language::regconfig, $3)::text, ' & ', ' | ')::tsquery AS x
+                      FROM ({TEXT_SEARCH_LANGUAGE}) AS l) AS parts"
+                ),
+                &[
+                    (&table, Type::TEXT),
+                    (&VECTOR_TABLE_COMMENT, Type::TEXT),
+                    (&excluded, Type::TEXT),
+                    (&wanted, Type::TEXT),
+                ],
             )
-            .await?;
+            .await?
+        else {
+            return Ok(Vec::new());
+        };
         let (wanted, excluded): (String, String) = (parsed.get(0), parsed.get(1));
         let mut lexemes = quoted_lexemes(&parsed.get::<_, String>(2));
         lexemes.sort();
@@ -459,8 +468,7 @@ impl KeywordLeg<'_> {
                 self.table,
                 tenant_clause(base)
             );
-            let mut params: Vec<(&(dyn ToSql + Sync), Type)> =
-                scoped_params(base, self.filters).into_iter().zip(SCOPED_PARAM_TYPES).collect();
+            let mut params: Vec<(&(dyn ToSql + Sync), Type)> = scoped_params(base, self.filters).into();
             params.extend([(&candidates as &(dyn ToSql + Sync), Type::TEXT), (&lexemes, Type::TEXT_ARRAY)]);
             let rows = self.client.query_typed_raw(&sql, params).await?;
             let mut rows = std::pin::pin!(rows);
@@ -633,43 +641,44 @@ fn tenant_clause(base: &ScopeBase) -> &'static str {
 }
 
 async fn nearest(
-    client: &impl deadpool_postgres::GenericClient,
+    tx: &tokio_postgres::Transaction<'_>,
     table: &str,
     scope: &[ScopeBase],
     filters: &SearchFilters,
-    vector: &pgvector::Vector,
+    vector: &[f32],
     top_k: i64,
 ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
     let mut rows = Vec::new();
     for base in scope {
         let sql = format!(
             "SELECT id, kb_id, document_id, filename, chunk_index, content, metadata, source, document_type,
-                    organizational_unit, document_date, embedding <=> $9 AS distance
+                    organizational_unit, document_date, embedding <=> $9::vector AS distance
              FROM {table} WHERE kb_id = $1 AND {} {WHERE_FILTERS}
-             ORDER BY embedding <=> $9 LIMIT $10",
+             ORDER BY embedding <=> $9::vector LIMIT $10",
             tenant_clause(base)
         );
-        let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, filters);
-        rows.extend(client.query(&sql, &[p1, p2, p3, p4, p5, p6, p7, p8, vector, &top_k]).await?);
+        let params = scoped_params(base, filters)
+            .into_iter()
+            .chain([(&vector as &(dyn ToSql + Sync), Type::FLOAT4_ARRAY), (&top_k, Type::INT8)]);
+        rows.extend(tx.query_typed(&sql, &params.collect::<Vec<_>>()).await?);
     }
     Ok(rows)
 }
 
-/// The types of `scoped_params`, in order.
-const SCOPED_PARAM_TYPES: [Type; 8] =
-    [Type::UUID, Type::UUID, Type::TEXT_ARRAY, Type::TEXT_ARRAY, Type::TEXT_ARRAY, Type::DATE, Type::DATE, Type::UUID];
-
-/// The parameters `$1`…`$8` of a per-base query: the base, its tenant, the filters.
-fn scoped_params<'a>(base: &'a ScopeBase, filters: &'a SearchFilters) -> [&'a (dyn ToSql + Sync); 8] {
+/// The parameters `$1`…`$8` of a per-base query, each with its type so the statement goes out
+/// in one round trip (`query_typed`): the base, its tenant, the filters. The query vector
+/// goes as `real[]` and is cast to `vector` in the statement: a built-in type has a fixed OID,
+/// where the extension's `vector` type's differs from one database to the next.
+fn scoped_params<'a>(base: &'a ScopeBase, filters: &'a SearchFilters) -> [(&'a (dyn ToSql + Sync), Type); 8] {
     [
-        &base.kb_id,
-        &base.org_id,
-        &filters.source,
-        &filters.document_type,
-        &filters.organizational_unit,
-        &filters.date_from,
-        &filters.date_to,
-        &filters.parent_doc_id,
+        (&base.kb_id, Type::UUID),
+        (&base.org_id, Type::UUID),
+        (&filters.source, Type::TEXT_ARRAY),
+        (&filters.document_type, Type::TEXT_ARRAY),
+        (&filters.organizational_unit, Type::TEXT_ARRAY),
+        (&filters.date_from, Type::DATE),
+        (&filters.date_to, Type::DATE),
+        (&filters.parent_doc_id, Type::UUID),
     ]
 }
 
@@ -699,7 +708,7 @@ fn ranking_for(estimate: i64, bound: i64) -> Ranking {
 /// How many chunks in scope the planner expects to pass the filters (its estimate for each
 /// base's query, with the filters' values bound).
 async fn matching_estimate(
-    client: &impl deadpool_postgres::GenericClient,
+    tx: &tokio_postgres::Transaction<'_>,
     table: &str,
     scope: &[ScopeBase],
     filters: &SearchFilters,
@@ -710,8 +719,7 @@ async fn matching_estimate(
             "EXPLAIN (FORMAT JSON) SELECT 1 FROM {table} WHERE kb_id = $1 AND {} {WHERE_FILTERS}",
             tenant_clause(base)
         );
-        let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, filters);
-        let plan: serde_json::Value = client.query_one(&sql, &[p1, p2, p3, p4, p5, p6, p7, p8]).await?.get(0);
+        let plan: serde_json::Value = tx.query_typed_one(&sql, &scoped_params(base, filters)).await?.get(0);
         total += plan[0]["Plan"]["Plan Rows"].as_f64().unwrap_or(f64::MAX) as i64;
     }
     Ok(total)
@@ -721,11 +729,11 @@ async fn matching_estimate(
 /// `bound` rows pass them in all; `None` when more do. Each base's rows are read once, at
 /// most `bound + 1` of them, and counted as they are ranked.
 async fn nearest_within(
-    client: &impl deadpool_postgres::GenericClient,
+    tx: &tokio_postgres::Transaction<'_>,
     table: &str,
     scope: &[ScopeBase],
     filters: &SearchFilters,
-    vector: &pgvector::Vector,
+    vector: &[f32],
     top_k: i64,
     bound: i64,
 ) -> Result<Option<Vec<tokio_postgres::Row>>, StoreError> {
@@ -737,7 +745,7 @@ async fn nearest_within(
         // HNSW index cannot stand in for the exact ranking.
         let sql = format!(
             "WITH passing AS MATERIALIZED (
-                 SELECT id, embedding <=> $9 AS distance
+                 SELECT id, embedding <=> $9::vector AS distance
                  FROM {table} WHERE kb_id = $1 AND {} {WHERE_FILTERS} LIMIT $11),
              best AS (SELECT id, distance FROM passing ORDER BY distance, id LIMIT $10)
              SELECT c.id, c.kb_id, c.document_id, c.filename, c.chunk_index, c.content, c.metadata, c.source,
@@ -746,8 +754,12 @@ async fn nearest_within(
              FROM best JOIN {table} AS c ON c.id = best.id",
             tenant_clause(base)
         );
-        let [p1, p2, p3, p4, p5, p6, p7, p8] = scoped_params(base, filters);
-        let found = client.query(&sql, &[p1, p2, p3, p4, p5, p6, p7, p8, vector, &top_k, &limit]).await?;
+        let params = scoped_params(base, filters).into_iter().chain([
+            (&vector as &(dyn ToSql + Sync), Type::FLOAT4_ARRAY),
+            (&top_k, Type::INT8),
+            (&limit, Type::INT8),
+        ]);
+        let found = tx.query_typed(&sql, &params.collect::<Vec<_>>()).await?;
         matching += found.first().map_or(0, |row| row.get::<_, i64>("passing"));
         if matching > bound {
             return Ok(None);
@@ -757,19 +769,28 @@ async fn nearest_within(
     Ok(Some(rows))
 }
 
-/// A table's row count as the planner estimates it, or counted up to just past
-/// `EXACT_SCAN_ROWS` when it was never analysed.
-async fn table_rows(client: &impl deadpool_postgres::GenericClient, table: &str) -> Result<i64, StoreError> {
-    let estimate: f32 =
-        client.query_one("SELECT reltuples FROM pg_class WHERE oid = $1::text::regclass", &[&table]).await?.get(0);
+/// The row count of `collection`'s vector table `table` as the planner estimates it, or
+/// counted up to just past `EXACT_SCAN_ROWS` when it was never analysed; `None` when the
+/// collection has no vector table yet. One typed statement: one round trip.
+async fn table_rows(tx: &tokio_postgres::Transaction<'_>, table: &str) -> Result<Option<i64>, StoreError> {
+    let Some(row) = tx
+        .query_typed_opt(
+            "SELECT c.reltuples FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema() \
+             WHERE c.relname = $1 AND obj_description(c.oid, 'pg_class') = $2",
+            &[(&table, Type::TEXT), (&VECTOR_TABLE_COMMENT, Type::TEXT)],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let estimate: f32 = row.get(0);
     if estimate >= 0.0 {
-        return Ok(estimate as i64);
+        return Ok(Some(estimate as i64));
     }
     let limit = EXACT_SCAN_ROWS + 1;
-    Ok(client
-        .query_one(&format!("SELECT count(*) FROM (SELECT 1 FROM {table} LIMIT $1) AS sample"), &[&limit])
-        .await?
-        .get(0))
+    let sql = format!("SELECT count(*) FROM (SELECT 1 FROM {table} LIMIT $1) AS sample");
+    Ok(Some(tx.query_typed_one(&sql, &[(&limit, Type::INT8)]).await?.get(0)))
 }
 
 #[cfg(test)]
