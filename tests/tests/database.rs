@@ -645,3 +645,62 @@ async fn a_chunk_row_keeps_its_vector_and_words_on_its_page() {
     assert_eq!(read, long);
     assert!(toasted("rag_after").await > 0, "the long text went to TOAST");
 }
+
+#[tokio::test]
+async fn a_new_vector_table_s_graph_is_the_denser_one_and_an_old_one_keeps_its_own() {
+    let stack = Stack::from_env().await;
+    let target = fresh_database(&stack).await;
+    let admin = Db::open(&target, &stack.admin_login, 1).expect("pool");
+    let client = admin_client(&stack, &target).await;
+    let graph = async |table: &str| -> Option<Vec<String>> {
+        client
+            .query_one(
+                "SELECT reloptions FROM pg_class WHERE oid = $1::text::regclass",
+                &[&format!("{table}$embedding")],
+            )
+            .await
+            .expect("options")
+            .get(0)
+    };
+    admin.migrate_schema_to(28).await.expect("schema 28");
+    client.execute("SELECT sluice_create_vector_table('before', 384, 'english')", &[]).await.expect("table");
+    assert_eq!(graph("rag_before").await, None, "pgvector's defaults before migration 29");
+
+    admin.migrate_schema_to(SCHEMA_VERSION).await.expect("upgrade");
+    assert_eq!(graph("rag_before").await, None, "an existing graph is not rebuilt by the upgrade");
+    for (name, dim) in [("after", 384), ("wide", 3072)] {
+        client
+            .execute(&format!("SELECT sluice_create_vector_table('{name}', {dim}, 'english')"), &[])
+            .await
+            .expect("table");
+        let table = format!("rag_{name}");
+        assert_eq!(graph(&table).await.expect("options"), ["m=32", "ef_construction=64"], "{table}");
+        // The rows still go in and are found through the index, with the table still settled as before.
+        client
+            .execute(
+                &format!(
+                    "INSERT INTO {table} (id, document_id, chunk_index, content, embedding) \
+                     VALUES (gen_random_uuid(), gen_random_uuid(), 0, 'a chunk', array_fill(0.25::real, ARRAY[{dim}])::vector)"
+                ),
+                &[],
+            )
+            .await
+            .expect("chunk");
+        let found: i64 = client
+            .query_one(
+                &format!(
+                    "SELECT count(*) FROM (SELECT id FROM {table} ORDER BY {} LIMIT 1) AS nearest",
+                    if dim > 2000 {
+                        format!("embedding::halfvec({dim}) <=> array_fill(0.5::real, ARRAY[{dim}])::halfvec({dim})")
+                    } else {
+                        "embedding <=> array_fill(0.5::real, ARRAY[384])::vector".to_owned()
+                    }
+                ),
+                &[],
+            )
+            .await
+            .expect("nearest")
+            .get(0);
+        assert_eq!(found, 1, "{table}");
+    }
+}

@@ -37,6 +37,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (26, "detached_sources", include_str!("../migrations/0026_detached_sources.sql")),
     (27, "minilm_chunk_size", include_str!("../migrations/0027_minilm_chunk_size.sql")),
     (28, "whole_chunk_rows", include_str!("../migrations/0028_whole_chunk_rows.sql")),
+    (29, "denser_vector_graph", include_str!("../migrations/0029_denser_vector_graph.sql")),
 ];
 
 /// The schema version this build's code is written against.
