@@ -668,6 +668,19 @@ async fn a_new_vector_table_s_graph_is_the_denser_one_and_an_old_one_keeps_its_o
 
     admin.migrate_schema_to(SCHEMA_VERSION).await.expect("upgrade");
     assert_eq!(graph("rag_before").await, None, "an existing graph is not rebuilt by the upgrade");
+    // The rebuild docs/deploying.md gives an older collection, each statement on its own.
+    client
+        .batch_execute("ALTER INDEX \"rag_before$embedding\" SET (m = 32, ef_construction = 64)")
+        .await
+        .expect("options");
+    client.batch_execute("REINDEX INDEX CONCURRENTLY \"rag_before$embedding\"").await.expect("rebuilt");
+    assert_eq!(graph("rag_before").await.expect("options"), ["m=32", "ef_construction=64"]);
+    let valid: bool = client
+        .query_one("SELECT indisvalid FROM pg_index WHERE indexrelid = '\"rag_before$embedding\"'::regclass", &[])
+        .await
+        .expect("index")
+        .get(0);
+    assert!(valid, "the rebuilt index serves searches");
     for (name, dim) in [("after", 384), ("wide", 3072)] {
         client
             .execute(&format!("SELECT sluice_create_vector_table('{name}', {dim}, 'english')"), &[])

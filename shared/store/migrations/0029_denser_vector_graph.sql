@@ -4,8 +4,8 @@
 -- and the denser one reaches 0.957; at equal search time the denser graph finds more at every
 -- list tried, for 4% more index, a build that takes twice as long and slower inserts
 -- (BENCHMARKS.md, "Scale"). The table is empty when made, so its index is rebuilt at once
--- with the new links. Existing tables keep the graph they have until re-indexed (a re-index
--- makes a new table through this function).
+-- with the new links. Existing tables keep the graph they have (a re-index of a base
+-- rewrites its chunks in the same table); docs/deploying.md says how to rebuild one's graph.
 CREATE OR REPLACE FUNCTION sluice_create_vector_table(collection text, dim integer, language regconfig) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $fn$
 BEGIN
