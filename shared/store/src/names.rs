@@ -10,6 +10,22 @@ use uuid::Uuid;
 /// The comment that marks a runtime vector table.
 pub const VECTOR_TABLE_COMMENT: &str = "sluice:vector-table";
 
+/// A statement selecting `$select` from the catalogue row `c` of one runtime vector table in
+/// the current schema — its name in `$1`, [`VECTOR_TABLE_COMMENT`] in `$2` — with an optional
+/// join onto it: a table of that name without the marking comment is not one. Every "is this
+/// a vector table" lookup by name goes through it, so they cannot drift apart.
+macro_rules! on_vector_table {
+    ($select:literal $(, $join:literal)?) => {
+        concat!(
+            "SELECT ", $select, " FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema() ",
+            $($join, " ",)?
+            "WHERE c.relname = $1 AND obj_description(c.oid, 'pg_class') = $2"
+        )
+    };
+}
+pub(crate) use on_vector_table;
+
 /// The advisory-lock key every writer of a collection name takes: claims, table creation,
 /// teardowns and chunk writes serialise on it.
 pub(crate) const NAME_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(hashtext('sluice:collection:' || $1))";
@@ -69,10 +85,7 @@ pub(crate) async fn vector_width(
 ) -> Result<Option<i32>, tokio_postgres::Error> {
     let row = client
         .query_opt(
-            "SELECT a.atttypmod FROM pg_class c \
-             JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema() \
-             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'embedding' \
-             WHERE c.relname = $1 AND obj_description(c.oid, 'pg_class') = $2",
+            on_vector_table!("a.atttypmod", "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'embedding'"),
             &[&vector_table(name), &VECTOR_TABLE_COMMENT],
         )
         .await?;
@@ -92,7 +105,7 @@ pub(crate) async fn text_search_language(
 /// The query behind [`text_search_language`], the table's name in `$1` and the marking comment
 /// in `$2`: one row (`language`), or none. Other statements read it as a sub-query, so a
 /// search learns the language in the statement that uses it.
-pub(crate) const TEXT_SEARCH_LANGUAGE: &str = "SELECT coalesce(col_description(c.oid, a.attnum), 'english') AS language FROM pg_class c \
-     JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema() \
-     JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'search_vector' \
-     WHERE c.relname = $1 AND obj_description(c.oid, 'pg_class') = $2";
+pub(crate) const TEXT_SEARCH_LANGUAGE: &str = on_vector_table!(
+    "coalesce(col_description(c.oid, a.attnum), 'english') AS language",
+    "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'search_vector'"
+);

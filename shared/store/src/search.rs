@@ -9,7 +9,7 @@
 
 use crate::keyword_feedback::{FeedbackChunk, expanded_query};
 use crate::keyword_scoring::{BM25_K1, Best, Bm25, Scored, read_quoted};
-use crate::names::{TEXT_SEARCH_LANGUAGE, VECTOR_TABLE_COMMENT, vector_width};
+use crate::names::{TEXT_SEARCH_LANGUAGE, VECTOR_TABLE_COMMENT, on_vector_table, vector_width};
 use crate::{Db, StoreError};
 use futures_util::TryStreamExt;
 use sluice_domain::collection::vector_table;
@@ -776,12 +776,7 @@ async fn nearest_within(
 /// collection has no vector table yet. One typed statement: one round trip.
 async fn table_rows(tx: &tokio_postgres::Transaction<'_>, table: &str) -> Result<Option<i64>, StoreError> {
     let Some(row) = tx
-        .query_typed_opt(
-            "SELECT c.reltuples FROM pg_class c \
-             JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema() \
-             WHERE c.relname = $1 AND obj_description(c.oid, 'pg_class') = $2",
-            &[(&table, Type::TEXT), (&VECTOR_TABLE_COMMENT, Type::TEXT)],
-        )
+        .query_typed_opt(on_vector_table!("c.reltuples"), &[(&table, Type::TEXT), (&VECTOR_TABLE_COMMENT, Type::TEXT)])
         .await?
     else {
         return Ok(None);
