@@ -497,14 +497,26 @@ async fn keyword_feedback_reorders_the_same_matches_by_the_words_of_the_best_chu
         "gasket pump impel volut hous",
         "valv door",
     ];
+    let sql = format!(
+        "INSERT INTO rag_{name} (id, kb_id, org_id, document_id, chunk_index, content, embedding) \
+         VALUES (gen_random_uuid(), $1, $2, gen_random_uuid(), 0, $3, '[1,0,0]')"
+    );
     for text in texts {
-        let sql = format!(
-            "INSERT INTO rag_{name} (id, kb_id, org_id, document_id, chunk_index, content, embedding) \
-             VALUES (gen_random_uuid(), $1, $2, gen_random_uuid(), 0, $3, '[1,0,0]')"
-        );
         db.execute(&sql, &[&base, &org, &text]).await.expect("chunk");
     }
-    let scope = [sluice_store::ScopeBase { kb_id: base, org_id: Some(org) }];
+    // The scope also holds another tenant's base, empty. Chunks under the two bases' ids with
+    // each other's tenant are in neither base: they match nothing, but every added word's idf
+    // would change were they counted.
+    let (other_base, other_org) = (Uuid::new_v4(), Uuid::new_v4());
+    for (kb, tenant) in [(base, other_org), (other_base, org)] {
+        for text in ["pump impel", "pump volut", "pump hous ring", "valv"] {
+            db.execute(&sql, &[&kb, &tenant, &text]).await.expect("chunk outside the scope");
+        }
+    }
+    let scope = [
+        sluice_store::ScopeBase { kb_id: base, org_id: Some(org) },
+        sluice_store::ScopeBase { kb_id: other_base, org_id: Some(other_org) },
+    ];
     let feedback = sluice_domain::config::KeywordFeedback { chunks: 3, terms: 20, original_weight_percent: 50 };
     let search = async |query: &str, feedback| {
         let reading = sluice_domain::config::KeywordReading { feedback, time_budget: None };

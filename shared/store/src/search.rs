@@ -271,9 +271,7 @@ impl Db {
         // The same chunks, ranked again with the added words: they reorder what the query's
         // own words matched and never add a chunk.
         let pooled: Vec<Uuid> = ranked.iter().map(|r| r.id).collect();
-        let leg = KeywordLeg { depth, ..leg };
-        let rescored = leg.rescore(&pooled, &expanded).await?;
-        leg.hits(&rescored).await
+        KeywordLeg { depth, ..leg }.rescored_hits(&pooled, &expanded).await
     }
 
     /// The `organizational_unit` values present in `collection` within `scope`, sorted;
@@ -325,6 +323,16 @@ struct Statistics {
     idfs: Vec<f64>,
 }
 
+/// One row of the term statistics: how many of a base's chunks hold `lexeme` and how often
+/// (the empty lexeme: the base's chunks and their words).
+struct TermCount {
+    kb_id: Uuid,
+    org_id: Uuid,
+    lexeme: String,
+    chunks: f64,
+    occurrences: f64,
+}
+
 /// What a candidate chunk is scored from, its words in parameter `$n`: its id, its length
 /// and its `tsvector` filtered to those words (`keyword_scoring`).
 fn scoring_columns(n: usize) -> String {
@@ -338,39 +346,62 @@ impl KeywordLeg<'_> {
     /// The statistics of `words` (each lexeme with its weight in the query) over the
     /// scope; `None` when the scope holds no chunk at all.
     async fn statistics(&self, words: &[(String, f64)]) -> Result<Option<Statistics>, StoreError> {
-        // The empty lexeme's row holds the scope's totals. Every column of the primary key is
-        // a condition of its own, so the index finds each (base, word) row directly whatever
-        // the planner knows of the table: joined on the pairs instead, a never-analysed table
-        // (a fresh or busy one) was read whole, 20,000 rows and 12 ms at 100,000 chunks
-        // (BENCHMARKS.md, "Scale"). The pairs are matched here, so a base's words count only
-        // under its own tenant.
-        let kb_ids: Vec<Uuid> = self.scope.iter().map(|b| b.kb_id).collect();
-        let tenants: Vec<Uuid> = self.scope.iter().map(|b| b.org_id.unwrap_or(NO_TENANT)).collect();
-        let mut lexemes: Vec<&str> = words.iter().map(|(lexeme, _)| lexeme.as_str()).collect();
-        lexemes.push("");
+        let (kb_ids, tenants, lexemes) = self.statistics_params(words);
         let rows = self
             .client
             .query_typed(
-                &format!(
-                    "SELECT kb_id, org_id, lexeme, chunks::float8, occurrences::float8 FROM \"{}$terms\"
-                     WHERE kb_id = ANY($1::uuid[]) AND org_id = ANY($2::uuid[]) AND lexeme = ANY($3::text[])",
-                    self.table
-                ),
+                &self.statistics_sql(),
                 &[(&kb_ids, Type::UUID_ARRAY), (&tenants, Type::UUID_ARRAY), (&lexemes, Type::TEXT_ARRAY)],
             )
             .await?;
+        let counts = rows.iter().map(|r| TermCount {
+            kb_id: r.get(0),
+            org_id: r.get(1),
+            lexeme: r.get(2),
+            chunks: r.get(3),
+            occurrences: r.get(4),
+        });
+        Ok(self.tally(words, counts))
+    }
+
+    /// The statement reading the term statistics, `$1` the scope's bases, `$2` their tenants
+    /// and `$3` the words (`statistics_params`). The empty lexeme's row holds the scope's
+    /// totals. Every column of the primary key is a condition of its own, so the index finds
+    /// each (base, word) row directly whatever the planner knows of the table: joined on the
+    /// pairs instead, a never-analysed table (a fresh or busy one) was read whole, 20,000 rows
+    /// and 12 ms at 100,000 chunks (BENCHMARKS.md, "Scale"). The pairs are matched in `tally`,
+    /// so a base's words count only under its own tenant.
+    fn statistics_sql(&self) -> String {
+        format!(
+            "SELECT kb_id, org_id, lexeme, chunks::float8 AS chunks, occurrences::float8 AS occurrences
+             FROM \"{}$terms\" WHERE kb_id = ANY($1::uuid[]) AND org_id = ANY($2::uuid[]) AND lexeme = ANY($3::text[])",
+            self.table
+        )
+    }
+
+    /// The parameters of `statistics_sql`: the scope's bases, their tenants, and `words`'
+    /// lexemes with the empty one (the totals).
+    fn statistics_params<'w>(&self, words: &'w [(String, f64)]) -> (Vec<Uuid>, Vec<Uuid>, Vec<&'w str>) {
+        let kb_ids = self.scope.iter().map(|b| b.kb_id).collect();
+        let tenants = self.scope.iter().map(|b| b.org_id.unwrap_or(NO_TENANT)).collect();
+        let lexemes = words.iter().map(|(lexeme, _)| lexeme.as_str()).chain([""]).collect();
+        (kb_ids, tenants, lexemes)
+    }
+
+    /// The statistics of `words` from the term counts `statistics_sql` read, each counted only
+    /// where its (base, tenant) pair is one of the scope's; `None` when the scope holds no chunk.
+    fn tally(&self, words: &[(String, f64)], counts: impl Iterator<Item = TermCount>) -> Option<Statistics> {
         let mut counted: BTreeMap<String, (f64, f64)> = BTreeMap::new();
-        for row in rows.iter().filter(|r| {
-            let pair = (r.get::<_, Uuid>(0), r.get::<_, Uuid>(1));
-            kb_ids.iter().zip(&tenants).any(|(kb, tenant)| (*kb, *tenant) == pair)
-        }) {
-            let entry = counted.entry(row.get(2)).or_default();
-            entry.0 += row.get::<_, f64>(3);
-            entry.1 += row.get::<_, f64>(4);
+        for count in counts
+            .filter(|c| self.scope.iter().any(|b| b.kb_id == c.kb_id && b.org_id.unwrap_or(NO_TENANT) == c.org_id))
+        {
+            let entry = counted.entry(count.lexeme).or_default();
+            entry.0 += count.chunks;
+            entry.1 += count.occurrences;
         }
         let (chunks, occurrences) = counted.get("").copied().unwrap_or_default();
         if chunks == 0.0 {
-            return Ok(None);
+            return None;
         }
         let mut terms: Vec<(String, f64)> = words
             .iter()
@@ -378,13 +409,13 @@ impl KeywordLeg<'_> {
             .collect();
         terms.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
         let weight_of = |lexeme: &str| words.iter().find(|(w, _)| w == lexeme).map_or(0.0, |(_, weight)| *weight);
-        Ok(Some(Statistics {
+        Some(Statistics {
             chunks,
             average_length: (occurrences / chunks).max(1.0),
             idfs: terms.iter().map(|(lexeme, holding)| bm25_idf(chunks, *holding) * weight_of(lexeme)).collect(),
             holding: terms.iter().map(|(_, holding)| *holding).collect(),
             lexemes: terms.into_iter().map(|(lexeme, _)| lexeme).collect(),
-        }))
+        })
     }
 
     /// The `depth` chunks matching `tsquery` that BM25 ranks best for `words`, best first;
@@ -482,18 +513,60 @@ impl KeywordLeg<'_> {
     }
 
     /// The chunks `ids` (found by `rank` within this scope) scored again for `words`: the
-    /// `depth` best, best first.
-    async fn rescore(&self, ids: &[Uuid], words: &[(String, f64)]) -> Result<Vec<Scored>, StoreError> {
-        let Some(Statistics { average_length, lexemes, idfs, .. }) = self.statistics(words).await? else {
+    /// `depth` best as hits, best first. One statement reads the words' statistics, the
+    /// chunks' scoring columns and their whole rows: one round trip where three were (the
+    /// pool is at most a few hundred chunks, so its rows are held while the statistics arrive).
+    async fn rescored_hits(&self, ids: &[Uuid], words: &[(String, f64)]) -> Result<Vec<Hit>, StoreError> {
+        let (kb_ids, tenants, lexemes) = self.statistics_params(words);
+        let sql = format!(
+            "WITH counts AS ({}),
+                  held AS (SELECT array_agg(kb_id) AS kb_ids, array_agg(org_id) AS org_ids, array_agg(lexeme) AS lexemes,
+                                  array_agg(chunks) AS chunks, array_agg(occurrences) AS occurrences FROM counts)
+             SELECT {}, {HIT_COLUMNS}, held.* FROM {} AS c, held WHERE c.id = ANY($4)",
+            self.statistics_sql(),
+            scoring_columns(3),
+            self.table
+        );
+        let rows = self
+            .client
+            .query_typed(
+                &sql,
+                &[
+                    (&kb_ids, Type::UUID_ARRAY),
+                    (&tenants, Type::UUID_ARRAY),
+                    (&lexemes, Type::TEXT_ARRAY),
+                    (&ids, Type::UUID_ARRAY),
+                ],
+            )
+            .await?;
+        let Some(first) = rows.first() else {
+            return Ok(Vec::new());
+        };
+        // No statistics row at all aggregates to `NULL` arrays: no counts.
+        let column = |name: &str| first.get::<_, Option<Vec<f64>>>(name).unwrap_or_default();
+        let (kb_ids, org_ids): (Option<Vec<Uuid>>, Option<Vec<Uuid>>) = (first.get("kb_ids"), first.get("org_ids"));
+        let held: Option<Vec<String>> = first.get("lexemes");
+        let counts =
+            kb_ids.unwrap_or_default().into_iter().zip(org_ids.unwrap_or_default()).zip(held.unwrap_or_default());
+        let counts = counts.zip(column("chunks").into_iter().zip(column("occurrences"))).map(
+            |(((kb_id, org_id), lexeme), (chunks, occurrences))| TermCount {
+                kb_id,
+                org_id,
+                lexeme,
+                chunks,
+                occurrences,
+            },
+        );
+        let Some(Statistics { average_length, lexemes, idfs, .. }) = self.tally(words, counts) else {
             return Ok(Vec::new());
         };
         let bm25 = Bm25::new(&lexemes, &idfs, average_length);
-        let sql = format!("SELECT {} FROM {} AS c WHERE c.id = ANY($1)", scoring_columns(2), self.table);
         let mut best = Best::new(self.depth);
-        for row in self.client.query_typed(&sql, &[(&ids, Type::UUID_ARRAY), (&lexemes, Type::TEXT_ARRAY)]).await? {
+        for row in &rows {
             best.push(Scored { id: row.get(0), score: bm25.score(row.get(2), row.get(1)) });
         }
-        Ok(best.into_sorted())
+        let mut rows: HashMap<Uuid, &tokio_postgres::Row> = rows.iter().map(|r| (r.get(0), r)).collect();
+        Ok(best.into_sorted().iter().filter_map(|r| rows.remove(&r.id).map(|row| hit(row, r.score))).collect())
     }
 
     /// The chunks `ranked` (found within this scope) read whole, as hits in that order.
