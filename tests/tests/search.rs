@@ -556,6 +556,37 @@ async fn keyword_feedback_reorders_the_same_matches_by_the_words_of_the_best_chu
 }
 
 #[tokio::test]
+async fn a_query_word_its_text_does_not_hold_is_still_counted_for_bm25() {
+    // PostgreSQL reads `http://example.org` in a query as the words `http` and `/example.org`,
+    // but in a text (as `to_tsvector` reads the query's own text) as `example.org`: the leg
+    // counts the query's words in the statement that parses it, from that text, so `http` is
+    // missing there and must be counted apart — else it would weigh as a word no chunk holds.
+    let stack = Stack::from_env().await;
+    let db = stack.db().await;
+    let store = stack.store(1).await;
+    let (name, base, org) = bare_collection(&store, "parsed").await;
+    let texts = ["http pump", "http http seal", "pump kit", "valv door", "seal lamp"];
+    let sql = format!(
+        "INSERT INTO rag_{name} (id, kb_id, org_id, document_id, chunk_index, content, embedding) \
+         VALUES (gen_random_uuid(), $1, $2, gen_random_uuid(), 0, $3, '[1,0,0]')"
+    );
+    for text in texts {
+        db.execute(&sql, &[&base, &org, &text]).await.expect("chunk");
+    }
+    let scope = [sluice_store::ScopeBase { kb_id: base, org_id: Some(org) }];
+    let hits = store
+        .search_keyword(&name, &scope, &Default::default(), "pump http://example.org", 10, Default::default())
+        .await
+        .expect("keyword search");
+    let matching: Vec<&str> = texts.iter().copied().filter(|t| t.contains("http") || t.contains("pump")).collect();
+    assert_eq!(hits.len(), matching.len(), "{hits:?}");
+    for hit in &hits {
+        let expected = bm25(&texts, &["http", "pump"], &hit.content);
+        assert!((hit.score - expected).abs() < 1e-9, "{}: {} is not BM25's {expected}", hit.content, hit.score);
+    }
+}
+
+#[tokio::test]
 async fn past_its_time_budget_the_keyword_leg_answers_with_the_words_it_has_read() {
     let stack = Stack::from_env().await;
     let db = stack.db().await;

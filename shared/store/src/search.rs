@@ -201,20 +201,28 @@ impl Db {
         let client = self.client().await?;
         let table = vector_table(collection);
         let (wanted, excluded) = split_exclusions(query);
+        let (kb_ids, tenants) = scope_pairs(scope);
         // Read with the table's own language, found in the same statement; no row: no table yet.
+        // The same statement counts the words the query's text holds (`spoken`, as `to_tsvector`
+        // reads it) over the scope, so the ranking's statistics cost no round trip of their own.
         let Some(parsed) = client
             .query_typed_opt(
                 &format!(
-                    "SELECT w::text, x::text, querytree(w) FROM
+                    "SELECT w::text, x::text, querytree(w), spoken, held.* FROM
                      (SELECT replace(websearch_to_tsquery(l.language::regconfig, $4)::text, ' & ', ' | ')::tsquery AS w,
-                             replace(plainto_tsquery(l.language::regconfig, $3)::text, ' & ', ' | ')::tsquery AS x
-                      FROM ({TEXT_SEARCH_LANGUAGE}) AS l) AS parts"
+                             replace(plainto_tsquery(l.language::regconfig, $3)::text, ' & ', ' | ')::tsquery AS x,
+                             tsvector_to_array(to_tsvector(l.language::regconfig, $4)) AS spoken
+                      FROM ({TEXT_SEARCH_LANGUAGE}) AS l) AS parts,
+                     LATERAL {}",
+                    held_statistics(&statistics_sql(&table, 5, "parts.spoken"))
                 ),
                 &[
                     (&table, Type::TEXT),
                     (&VECTOR_TABLE_COMMENT, Type::TEXT),
                     (&excluded, Type::TEXT),
                     (&wanted, Type::TEXT),
+                    (&kb_ids, Type::UUID_ARRAY),
+                    (&tenants, Type::UUID_ARRAY),
                 ],
             )
             .await?
@@ -234,17 +242,26 @@ impl Db {
         };
         let weighed: Vec<(String, f64)> = lexemes.iter().map(|lexeme| (lexeme.clone(), 1.0)).collect();
         let matches = matching(&wanted);
-        let time_budget = reading.time_budget;
+        let leg =
+            KeywordLeg { client: &client, table: &table, scope, filters, depth, time_budget: reading.time_budget };
+        let spoken: Vec<String> = parsed.get("spoken");
+        let statistics = if lexemes.iter().all(|lexeme| spoken.contains(lexeme)) {
+            tally(scope, &weighed, held_counts(&parsed))
+        } else {
+            // A word the query's text did not hold as `to_tsvector` reads it: counted apart.
+            leg.statistics(&weighed).await?
+        };
+        let Some(statistics) = statistics else {
+            return Ok(Vec::new()); // The scope holds no chunk.
+        };
         // A phrase asks for those words in that order: feedback would find other wording.
         let Some(feedback) = reading.feedback.filter(|_| !wanted.contains('<')) else {
-            let leg = KeywordLeg { client: &client, table: &table, scope, filters, depth, time_budget };
-            let ranked = leg.rank(&matches, &weighed).await?.unwrap_or_default();
+            let ranked = leg.rank(&matches, statistics).await?;
             return leg.hits(&ranked).await;
         };
         // Ranked deeper first, so a chunk just below `depth` may climb once the added words weigh.
-        let pool = depth.saturating_mul(2).max(FEEDBACK_POOL);
-        let leg = KeywordLeg { client: &client, table: &table, scope, filters, depth: pool, time_budget };
-        let ranked = leg.rank(&matches, &weighed).await?.unwrap_or_default();
+        let deeper = KeywordLeg { depth: depth.saturating_mul(2).max(FEEDBACK_POOL), ..leg };
+        let ranked = deeper.rank(&matches, statistics).await?;
         let best: Vec<Uuid> = ranked.iter().take(feedback.chunks).map(|r| r.id).collect();
         let words = client
             .query_typed(
@@ -271,7 +288,7 @@ impl Db {
         // The same chunks, ranked again with the added words: they reorder what the query's
         // own words matched and never add a chunk.
         let pooled: Vec<Uuid> = ranked.iter().map(|r| r.id).collect();
-        KeywordLeg { depth, ..leg }.rescored_hits(&pooled, &expanded).await
+        leg.rescored_hits(&pooled, &expanded).await
     }
 
     /// The `organizational_unit` values present in `collection` within `scope`, sorted;
@@ -299,6 +316,7 @@ impl Db {
 }
 
 /// One keyword ranking's fixed parts: where it reads and how many chunks it keeps.
+#[derive(Clone, Copy)]
 struct KeywordLeg<'a> {
     /// Every statement goes out with its parameters' types (`query_typed`): one round trip
     /// each, where a statement prepared first takes two.
@@ -321,6 +339,80 @@ struct Statistics {
     lexemes: Vec<String>,
     holding: Vec<f64>,
     idfs: Vec<f64>,
+}
+
+/// The scope's bases and, beside each, its tenant (the nil UUID for none), as the term
+/// statistics are keyed.
+fn scope_pairs(scope: &[ScopeBase]) -> (Vec<Uuid>, Vec<Uuid>) {
+    scope.iter().map(|b| (b.kb_id, b.org_id.unwrap_or(NO_TENANT))).unzip()
+}
+
+/// The statement reading `table`'s term statistics for the words of the `text[]` expression
+/// `lexemes` (the empty lexeme, whose rows hold the totals, always added), the scope's bases
+/// in parameter `$bases` and their tenants in the next (`scope_pairs`). Every column of the
+/// primary key is a condition of its own, so the index finds each (base, word) row directly
+/// whatever the planner knows of the table: joined on the pairs instead, a never-analysed
+/// table (a fresh or busy one) was read whole, 20,000 rows and 12 ms at 100,000 chunks
+/// (BENCHMARKS.md, "Scale"). The pairs are matched in `tally`, so a base's words count only
+/// under its own tenant.
+fn statistics_sql(table: &str, bases: usize, lexemes: &str) -> String {
+    let tenants = bases + 1;
+    format!(
+        "SELECT kb_id, org_id, lexeme, chunks::float8 AS chunks, occurrences::float8 AS occurrences
+         FROM \"{table}$terms\" WHERE kb_id = ANY(${bases}::uuid[]) AND org_id = ANY(${tenants}::uuid[])
+         AND lexeme = ANY({lexemes} || ''::text)"
+    )
+}
+
+/// The rows `statistics_sql` reads as one row of arrays (`held`), so a statement that reads
+/// something else carries the statistics beside it: one round trip where two were.
+fn held_statistics(statistics_sql: &str) -> String {
+    format!(
+        "(SELECT array_agg(kb_id) AS held_kb_ids, array_agg(org_id) AS held_org_ids, array_agg(lexeme) AS held_lexemes,
+                 array_agg(chunks) AS held_chunks, array_agg(occurrences) AS held_occurrences
+          FROM ({statistics_sql}) AS counts) AS held"
+    )
+}
+
+/// The term counts a row carrying `held_statistics` holds (none read: `NULL` arrays).
+fn held_counts(row: &tokio_postgres::Row) -> impl Iterator<Item = TermCount> {
+    let numbers = |name: &str| row.get::<_, Option<Vec<f64>>>(name).unwrap_or_default();
+    let kb_ids: Option<Vec<Uuid>> = row.get("held_kb_ids");
+    let org_ids: Option<Vec<Uuid>> = row.get("held_org_ids");
+    let lexemes: Option<Vec<String>> = row.get("held_lexemes");
+    let pairs = kb_ids.unwrap_or_default().into_iter().zip(org_ids.unwrap_or_default());
+    let counted = numbers("held_chunks").into_iter().zip(numbers("held_occurrences"));
+    pairs.zip(lexemes.unwrap_or_default()).zip(counted).map(|(((kb_id, org_id), lexeme), (chunks, occurrences))| {
+        TermCount { kb_id, org_id, lexeme, chunks, occurrences }
+    })
+}
+
+/// The statistics of `words` from the term counts `statistics_sql` read, each counted only
+/// where its (base, tenant) pair is one of `scope`'s; `None` when the scope holds no chunk.
+fn tally(scope: &[ScopeBase], words: &[(String, f64)], counts: impl Iterator<Item = TermCount>) -> Option<Statistics> {
+    let mut counted: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for count in
+        counts.filter(|c| scope.iter().any(|b| b.kb_id == c.kb_id && b.org_id.unwrap_or(NO_TENANT) == c.org_id))
+    {
+        let entry = counted.entry(count.lexeme).or_default();
+        entry.0 += count.chunks;
+        entry.1 += count.occurrences;
+    }
+    let (chunks, occurrences) = counted.get("").copied().unwrap_or_default();
+    if chunks == 0.0 {
+        return None;
+    }
+    let mut terms: Vec<(String, f64)> =
+        words.iter().map(|(lexeme, _)| (lexeme.clone(), counted.get(lexeme).map_or(0.0, |(held, _)| *held))).collect();
+    terms.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    let weight_of = |lexeme: &str| words.iter().find(|(w, _)| w == lexeme).map_or(0.0, |(_, weight)| *weight);
+    Some(Statistics {
+        chunks,
+        average_length: (occurrences / chunks).max(1.0),
+        idfs: terms.iter().map(|(lexeme, holding)| bm25_idf(chunks, *holding) * weight_of(lexeme)).collect(),
+        holding: terms.iter().map(|(_, holding)| *holding).collect(),
+        lexemes: terms.into_iter().map(|(lexeme, _)| lexeme).collect(),
+    })
 }
 
 /// One row of the term statistics: how many of a base's chunks hold `lexeme` and how often
@@ -346,11 +438,12 @@ impl KeywordLeg<'_> {
     /// The statistics of `words` (each lexeme with its weight in the query) over the
     /// scope; `None` when the scope holds no chunk at all.
     async fn statistics(&self, words: &[(String, f64)]) -> Result<Option<Statistics>, StoreError> {
-        let (kb_ids, tenants, lexemes) = self.statistics_params(words);
+        let (kb_ids, tenants) = scope_pairs(self.scope);
+        let lexemes: Vec<&str> = words.iter().map(|(lexeme, _)| lexeme.as_str()).collect();
         let rows = self
             .client
             .query_typed(
-                &self.statistics_sql(),
+                &statistics_sql(self.table, 1, "$3::text[]"),
                 &[(&kb_ids, Type::UUID_ARRAY), (&tenants, Type::UUID_ARRAY), (&lexemes, Type::TEXT_ARRAY)],
             )
             .await?;
@@ -361,69 +454,13 @@ impl KeywordLeg<'_> {
             chunks: r.get(3),
             occurrences: r.get(4),
         });
-        Ok(self.tally(words, counts))
+        Ok(tally(self.scope, words, counts))
     }
 
-    /// The statement reading the term statistics, `$1` the scope's bases, `$2` their tenants
-    /// and `$3` the words (`statistics_params`). The empty lexeme's row holds the scope's
-    /// totals. Every column of the primary key is a condition of its own, so the index finds
-    /// each (base, word) row directly whatever the planner knows of the table: joined on the
-    /// pairs instead, a never-analysed table (a fresh or busy one) was read whole, 20,000 rows
-    /// and 12 ms at 100,000 chunks (BENCHMARKS.md, "Scale"). The pairs are matched in `tally`,
-    /// so a base's words count only under its own tenant.
-    fn statistics_sql(&self) -> String {
-        format!(
-            "SELECT kb_id, org_id, lexeme, chunks::float8 AS chunks, occurrences::float8 AS occurrences
-             FROM \"{}$terms\" WHERE kb_id = ANY($1::uuid[]) AND org_id = ANY($2::uuid[]) AND lexeme = ANY($3::text[])",
-            self.table
-        )
-    }
-
-    /// The parameters of `statistics_sql`: the scope's bases, their tenants, and `words`'
-    /// lexemes with the empty one (the totals).
-    fn statistics_params<'w>(&self, words: &'w [(String, f64)]) -> (Vec<Uuid>, Vec<Uuid>, Vec<&'w str>) {
-        let kb_ids = self.scope.iter().map(|b| b.kb_id).collect();
-        let tenants = self.scope.iter().map(|b| b.org_id.unwrap_or(NO_TENANT)).collect();
-        let lexemes = words.iter().map(|(lexeme, _)| lexeme.as_str()).chain([""]).collect();
-        (kb_ids, tenants, lexemes)
-    }
-
-    /// The statistics of `words` from the term counts `statistics_sql` read, each counted only
-    /// where its (base, tenant) pair is one of the scope's; `None` when the scope holds no chunk.
-    fn tally(&self, words: &[(String, f64)], counts: impl Iterator<Item = TermCount>) -> Option<Statistics> {
-        let mut counted: BTreeMap<String, (f64, f64)> = BTreeMap::new();
-        for count in counts
-            .filter(|c| self.scope.iter().any(|b| b.kb_id == c.kb_id && b.org_id.unwrap_or(NO_TENANT) == c.org_id))
-        {
-            let entry = counted.entry(count.lexeme).or_default();
-            entry.0 += count.chunks;
-            entry.1 += count.occurrences;
-        }
-        let (chunks, occurrences) = counted.get("").copied().unwrap_or_default();
-        if chunks == 0.0 {
-            return None;
-        }
-        let mut terms: Vec<(String, f64)> = words
-            .iter()
-            .map(|(lexeme, _)| (lexeme.clone(), counted.get(lexeme).map_or(0.0, |(held, _)| *held)))
-            .collect();
-        terms.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
-        let weight_of = |lexeme: &str| words.iter().find(|(w, _)| w == lexeme).map_or(0.0, |(_, weight)| *weight);
-        Some(Statistics {
-            chunks,
-            average_length: (occurrences / chunks).max(1.0),
-            idfs: terms.iter().map(|(lexeme, holding)| bm25_idf(chunks, *holding) * weight_of(lexeme)).collect(),
-            holding: terms.iter().map(|(_, holding)| *holding).collect(),
-            lexemes: terms.into_iter().map(|(lexeme, _)| lexeme).collect(),
-        })
-    }
-
-    /// The `depth` chunks matching `tsquery` that BM25 ranks best for `words`, best first;
-    /// `None` when the scope holds no chunk at all.
-    async fn rank(&self, tsquery: &str, words: &[(String, f64)]) -> Result<Option<Vec<Scored>>, StoreError> {
-        let Some(Statistics { chunks, average_length, lexemes, holding, idfs }) = self.statistics(words).await? else {
-            return Ok(None);
-        };
+    /// The `depth` chunks matching `tsquery` that BM25 ranks best for the words `statistics`
+    /// describes, best first.
+    async fn rank(&self, tsquery: &str, statistics: Statistics) -> Result<Vec<Scored>, StoreError> {
+        let Statistics { chunks, average_length, lexemes, holding, idfs } = statistics;
         let bm25 = Bm25::new(&lexemes, &idfs, average_length);
         let started = Instant::now();
         // The last complete reading's answer: exact among the chunks holding the words read.
@@ -447,7 +484,7 @@ impl KeywordLeg<'_> {
             {
                 let Some(left) = budget.checked_sub(started.elapsed()).filter(|left| *left >= MIN_READING_TIME) else {
                     self.end_timed(timed, true).await?;
-                    return Ok(answered);
+                    return Ok(answered.unwrap_or_default());
                 };
                 if !timed {
                     let milliseconds = left.as_millis().max(1);
@@ -459,7 +496,7 @@ impl KeywordLeg<'_> {
                 Ok(rows) => rows,
                 Err(StoreError::Query(error)) if timed && error.code() == Some(&SqlState::QUERY_CANCELED) => {
                     self.end_timed(timed, false).await?;
-                    return Ok(answered);
+                    return Ok(answered.unwrap_or_default());
                 }
                 Err(error) => {
                     let _ = self.end_timed(timed, false).await;
@@ -473,7 +510,7 @@ impl KeywordLeg<'_> {
             let last = rows.last().map_or(0.0, |r| r.score);
             if read >= lexemes.len() || (full && last > unread_bound) {
                 self.end_timed(timed, true).await?;
-                return Ok(Some(rows));
+                return Ok(rows);
             }
             answered = Some(rows);
             read = next_tier(&holding, read);
@@ -517,15 +554,13 @@ impl KeywordLeg<'_> {
     /// chunks' scoring columns and their whole rows: one round trip where three were (the
     /// pool is at most a few hundred chunks, so its rows are held while the statistics arrive).
     async fn rescored_hits(&self, ids: &[Uuid], words: &[(String, f64)]) -> Result<Vec<Hit>, StoreError> {
-        let (kb_ids, tenants, lexemes) = self.statistics_params(words);
+        let (kb_ids, tenants) = scope_pairs(self.scope);
+        let lexemes: Vec<&str> = words.iter().map(|(lexeme, _)| lexeme.as_str()).collect();
         let sql = format!(
-            "WITH counts AS ({}),
-                  held AS (SELECT array_agg(kb_id) AS kb_ids, array_agg(org_id) AS org_ids, array_agg(lexeme) AS lexemes,
-                                  array_agg(chunks) AS chunks, array_agg(occurrences) AS occurrences FROM counts)
-             SELECT {}, {HIT_COLUMNS}, held.* FROM {} AS c, held WHERE c.id = ANY($4)",
-            self.statistics_sql(),
+            "SELECT {}, {HIT_COLUMNS}, held.* FROM {} AS c, {} WHERE c.id = ANY($4)",
             scoring_columns(3),
-            self.table
+            self.table,
+            held_statistics(&statistics_sql(self.table, 1, "$3::text[]"))
         );
         let rows = self
             .client
@@ -542,22 +577,8 @@ impl KeywordLeg<'_> {
         let Some(first) = rows.first() else {
             return Ok(Vec::new());
         };
-        // No statistics row at all aggregates to `NULL` arrays: no counts.
-        let column = |name: &str| first.get::<_, Option<Vec<f64>>>(name).unwrap_or_default();
-        let (kb_ids, org_ids): (Option<Vec<Uuid>>, Option<Vec<Uuid>>) = (first.get("kb_ids"), first.get("org_ids"));
-        let held: Option<Vec<String>> = first.get("lexemes");
-        let counts =
-            kb_ids.unwrap_or_default().into_iter().zip(org_ids.unwrap_or_default()).zip(held.unwrap_or_default());
-        let counts = counts.zip(column("chunks").into_iter().zip(column("occurrences"))).map(
-            |(((kb_id, org_id), lexeme), (chunks, occurrences))| TermCount {
-                kb_id,
-                org_id,
-                lexeme,
-                chunks,
-                occurrences,
-            },
-        );
-        let Some(Statistics { average_length, lexemes, idfs, .. }) = self.tally(words, counts) else {
+        let Some(Statistics { average_length, lexemes, idfs, .. }) = tally(self.scope, words, held_counts(first))
+        else {
             return Ok(Vec::new());
         };
         let bm25 = Bm25::new(&lexemes, &idfs, average_length);
