@@ -551,8 +551,9 @@ impl KeywordLeg<'_> {
 
     /// The chunks `ids` (found by `rank` within this scope) scored again for `words`: the
     /// `depth` best as hits, best first. One statement reads the words' statistics, the
-    /// chunks' scoring columns and their whole rows: one round trip where three were (the
-    /// pool is at most a few hundred chunks, so its rows are held while the statistics arrive).
+    /// chunks' scoring columns and their whole rows: one round trip where three were. The
+    /// pool's rows are held until scored — twice `depth`: 200 at the API's `top_k` 100, 1,000
+    /// at its deepest grouped search — where the hits alone were `depth`.
     async fn rescored_hits(&self, ids: &[Uuid], words: &[(String, f64)]) -> Result<Vec<Hit>, StoreError> {
         let (kb_ids, tenants) = scope_pairs(self.scope);
         let lexemes: Vec<&str> = words.iter().map(|(lexeme, _)| lexeme.as_str()).collect();
