@@ -483,6 +483,18 @@ async fn bare_collection(store: &sluice_store::Db, prefix: &str) -> (String, Uui
     (name, Uuid::new_v4(), Uuid::new_v4())
 }
 
+/// Writes each of `texts` into collection `name`'s table as a chunk of base `kb` under
+/// tenant `org`, each its own document, all with the same vector.
+async fn insert_texts(db: &tokio_postgres::Client, name: &str, kb: Uuid, org: Uuid, texts: &[&str]) {
+    let sql = format!(
+        "INSERT INTO rag_{name} (id, kb_id, org_id, document_id, chunk_index, content, embedding) \
+         VALUES (gen_random_uuid(), $1, $2, gen_random_uuid(), 0, $3, '[1,0,0]')"
+    );
+    for text in texts {
+        db.execute(&sql, &[&kb, &org, text]).await.expect("chunk");
+    }
+}
+
 #[tokio::test]
 async fn keyword_feedback_reorders_the_same_matches_by_the_words_of_the_best_chunks() {
     let stack = Stack::from_env().await;
@@ -497,21 +509,13 @@ async fn keyword_feedback_reorders_the_same_matches_by_the_words_of_the_best_chu
         "gasket pump impel volut hous",
         "valv door",
     ];
-    let sql = format!(
-        "INSERT INTO rag_{name} (id, kb_id, org_id, document_id, chunk_index, content, embedding) \
-         VALUES (gen_random_uuid(), $1, $2, gen_random_uuid(), 0, $3, '[1,0,0]')"
-    );
-    for text in texts {
-        db.execute(&sql, &[&base, &org, &text]).await.expect("chunk");
-    }
+    insert_texts(&db, &name, base, org, &texts).await;
     // The scope also holds another tenant's base, empty. Chunks under the two bases' ids with
     // each other's tenant are in neither base: they match nothing, but every added word's idf
     // would change were they counted.
     let (other_base, other_org) = (Uuid::new_v4(), Uuid::new_v4());
     for (kb, tenant) in [(base, other_org), (other_base, org)] {
-        for text in ["pump impel", "pump volut", "pump hous ring", "valv"] {
-            db.execute(&sql, &[&kb, &tenant, &text]).await.expect("chunk outside the scope");
-        }
+        insert_texts(&db, &name, kb, tenant, &["pump impel", "pump volut", "pump hous ring", "valv"]).await;
     }
     let scope = [
         sluice_store::ScopeBase { kb_id: base, org_id: Some(org) },
@@ -566,13 +570,7 @@ async fn a_query_word_its_text_does_not_hold_is_still_counted_for_bm25() {
     let store = stack.store(1).await;
     let (name, base, org) = bare_collection(&store, "parsed").await;
     let texts = ["http pump", "http http seal", "pump kit", "valv door", "seal lamp"];
-    let sql = format!(
-        "INSERT INTO rag_{name} (id, kb_id, org_id, document_id, chunk_index, content, embedding) \
-         VALUES (gen_random_uuid(), $1, $2, gen_random_uuid(), 0, $3, '[1,0,0]')"
-    );
-    for text in texts {
-        db.execute(&sql, &[&base, &org, &text]).await.expect("chunk");
-    }
+    insert_texts(&db, &name, base, org, &texts).await;
     let scope = [sluice_store::ScopeBase { kb_id: base, org_id: Some(org) }];
     let hits = store
         .search_keyword(&name, &scope, &Default::default(), "pump http://example.org", 10, Default::default())
