@@ -299,8 +299,7 @@ impl Db {
             return Ok(Vec::new());
         }
         let table = vector_table(collection);
-        let kb_ids: Vec<Uuid> = scope.iter().map(|b| b.kb_id).collect();
-        let tenants: Vec<Uuid> = scope.iter().map(|b| b.org_id.unwrap_or(NO_TENANT)).collect();
+        let (kb_ids, tenants) = scope_pairs(scope);
         let rows = client
             .query(
                 &format!(
@@ -364,8 +363,9 @@ fn statistics_sql(table: &str, bases: usize, lexemes: &str) -> String {
     )
 }
 
-/// The rows `statistics_sql` reads as one row of arrays (`held`), so a statement that reads
-/// something else carries the statistics beside it: one round trip where two were.
+/// The rows `statistics_sql` reads as one row of arrays (`held`): the one shape every
+/// statement reading the statistics returns (`held_counts` reads it), so one that reads
+/// something else carries them beside it, one round trip where two were.
 fn held_statistics(statistics_sql: &str) -> String {
     format!(
         "(SELECT array_agg(kb_id) AS held_kb_ids, array_agg(org_id) AS held_org_ids, array_agg(lexeme) AS held_lexemes,
@@ -440,21 +440,14 @@ impl KeywordLeg<'_> {
     async fn statistics(&self, words: &[(String, f64)]) -> Result<Option<Statistics>, StoreError> {
         let (kb_ids, tenants) = scope_pairs(self.scope);
         let lexemes: Vec<&str> = words.iter().map(|(lexeme, _)| lexeme.as_str()).collect();
-        let rows = self
+        let held = self
             .client
-            .query_typed(
-                &statistics_sql(self.table, 1, "$3::text[]"),
+            .query_typed_one(
+                &format!("SELECT held.* FROM {}", held_statistics(&statistics_sql(self.table, 1, "$3::text[]"))),
                 &[(&kb_ids, Type::UUID_ARRAY), (&tenants, Type::UUID_ARRAY), (&lexemes, Type::TEXT_ARRAY)],
             )
             .await?;
-        let counts = rows.iter().map(|r| TermCount {
-            kb_id: r.get(0),
-            org_id: r.get(1),
-            lexeme: r.get(2),
-            chunks: r.get(3),
-            occurrences: r.get(4),
-        });
-        Ok(tally(self.scope, words, counts))
+        Ok(tally(self.scope, words, held_counts(&held)))
     }
 
     /// The `depth` chunks matching `tsquery` that BM25 ranks best for the words `statistics`
@@ -587,8 +580,7 @@ impl KeywordLeg<'_> {
         for row in &rows {
             best.push(Scored { id: row.get(0), score: bm25.score(row.get(2), row.get(1)) });
         }
-        let mut rows: HashMap<Uuid, &tokio_postgres::Row> = rows.iter().map(|r| (r.get(0), r)).collect();
-        Ok(best.into_sorted().iter().filter_map(|r| rows.remove(&r.id).map(|row| hit(row, r.score))).collect())
+        Ok(hits_in_order(&best.into_sorted(), &rows))
     }
 
     /// The chunks `ranked` (found within this scope) read whole, as hits in that order.
@@ -601,10 +593,15 @@ impl KeywordLeg<'_> {
                 &[(&ids, Type::UUID_ARRAY)],
             )
             .await?;
-        let mut rows: HashMap<Uuid, tokio_postgres::Row> = rows.into_iter().map(|r| (r.get("id"), r)).collect();
-        // A chunk deleted since it was scored is left out.
-        Ok(ranked.iter().filter_map(|r| rows.remove(&r.id).map(|row| hit(&row, r.score))).collect())
+        Ok(hits_in_order(ranked, &rows))
     }
+}
+
+/// The chunk rows `rows` as hits in the order and with the scores of `ranked`; a chunk
+/// deleted since it was scored (no row) is left out.
+fn hits_in_order(ranked: &[Scored], rows: &[tokio_postgres::Row]) -> Vec<Hit> {
+    let mut rows: HashMap<Uuid, &tokio_postgres::Row> = rows.iter().map(|r| (r.get("id"), r)).collect();
+    ranked.iter().filter_map(|r| rows.remove(&r.id).map(|row| hit(row, r.score))).collect()
 }
 
 /// A reading is not started with less time than this left.
