@@ -25,12 +25,13 @@ pub const DEFAULT_MAX_PAGES: u32 = 1000;
 /// The most pages any document is read to (the PDF reader's own ceiling).
 pub const MAX_PAGES_CEILING: u32 = 2000;
 /// The languages the deployment's OCR model reads, as Tesseract names them: PaddleOCR's
-/// PP-OCRv6 recognizer reads Chinese and these Latin-script languages with their diacritics,
-/// as measured page by page against Tesseract's own pack for each
-/// (`infra/local/bench-ocr-languages`). Turkish (its dotless `ı` is read as `i`), Cyrillic,
-/// Greek, Arabic and Korean are not read; any language not listed is refused when configured,
-/// not read as nothing.
-pub const OCR_LANGUAGES: &[&str] = &["eng", "chi_sim", "deu", "fra", "spa", "ita", "por", "nld", "pol", "ces", "swe"];
+/// PP-OCRv6 recognizer reads simplified and traditional Chinese, Japanese and these
+/// Latin-script languages with their diacritics, as measured page by page against
+/// Tesseract's own pack for each (`infra/local/bench-ocr-languages`). Turkish (its dotless
+/// `ı` is read as `i`), Cyrillic, Greek, Arabic and Korean are not read; any language not
+/// listed is refused when configured, not read as nothing.
+pub const OCR_LANGUAGES: &[&str] =
+    &["eng", "chi_sim", "chi_tra", "jpn", "deu", "fra", "spa", "ita", "por", "nld", "pol", "ces", "swe"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -612,8 +613,11 @@ mod tests {
         .expect("valid");
         assert_eq!((merged.auto_ocr, merged.ocr_dpi, merged.max_pages), (false, 300, 5));
         assert_eq!(merged.ocr_languages, ["chi_sim", "eng"]);
+        let merged = IngestionConfig::merged(base.clone(), &json!({"ocr_languages": ["jpn", "chi_tra"]}));
+        assert_eq!(merged.expect("Japanese and traditional Chinese are read").ocr_languages, ["jpn", "chi_tra"]);
         for (changes, field, says) in [
             (json!({"ocr_languages": ["rus"]}), "ingestion_config.ocr_languages", "\"rus\" has no OCR model"),
+            (json!({"ocr_languages": ["jpn", "kor"]}), "ingestion_config.ocr_languages", "\"kor\" has no OCR model"),
             (json!({"ocr_languages": []}), "ingestion_config.ocr_languages", "non-empty"),
             (json!({"ocr_dpi": 600}), "ingestion_config.ocr_dpi", "between 72 and 400"),
             (json!({"max_pages": 0}), "ingestion_config.max_pages", "between 1 and 2000"),

@@ -139,8 +139,8 @@ pub struct PageText {
 #[serde(rename_all = "lowercase")]
 pub enum Alphabet {
     /// Latin with its diacritics, digits, punctuation, Greek and symbols: every offered
-    /// language but Chinese. Read by the recognizer cut to these characters, so a Chinese
-    /// look-alike is never read in a Latin word.
+    /// language but Chinese and Japanese. Read by the recognizer cut to these characters, so a
+    /// Chinese look-alike is never read in a Latin word.
     #[default]
     Latin,
     /// Every character the recognizer knows, Chinese and Japanese kana with the Latin ones.
@@ -148,9 +148,10 @@ pub enum Alphabet {
 }
 
 impl Alphabet {
-    /// The alphabet for Tesseract language codes: all of it when one is Chinese.
+    /// The alphabet for Tesseract language codes: all of it when one is Chinese or Japanese.
     pub fn for_languages<S: AsRef<str>>(languages: &[S]) -> Self {
-        if languages.iter().any(|code| code.as_ref().starts_with("chi_")) { Self::All } else { Self::Latin }
+        let cjk = |code: &str| code.starts_with("chi_") || code == "jpn";
+        if languages.iter().any(|code| cjk(code.as_ref())) { Self::All } else { Self::Latin }
     }
 }
 
@@ -752,9 +753,11 @@ mod tests {
         assert_eq!(recognizer_file_for(Alphabet::All, Some("fp32")), Ok(RECOGNIZER_FP32_FILE));
         let refused = recognizer_file_for(Alphabet::Latin, Some("fp16")).expect_err("no such model");
         assert!(refused.contains("SLUICE_OCR_PRECISION is \"fp16\""), "{refused}");
-        // Chinese needs every character; the Latin-script languages the Latin ones.
+        // Chinese and Japanese need every character; the Latin-script languages the Latin ones.
         assert_eq!(Alphabet::for_languages(&["eng", "pol"]), Alphabet::Latin);
         assert_eq!(Alphabet::for_languages(&["eng".to_owned(), "chi_sim".to_owned()]), Alphabet::All);
+        assert_eq!(Alphabet::for_languages(&["chi_tra"]), Alphabet::All);
+        assert_eq!(Alphabet::for_languages(&["deu", "jpn"]), Alphabet::All);
         assert_eq!(Alphabet::for_languages::<&str>(&[]), Alphabet::Latin);
     }
 

@@ -18,12 +18,14 @@
 //!   bench-ocr scan DIR       the multilingual set: every clean printed page `clean-<name>-<dpi>-0.png`
 //!                            (`infra/bench/udhr_pages.py`) scanned the same way as the real
 //!                            pages, as `lang-<name>-<dpi>-0.png`
-//!   bench-ocr read-lang DIR  Sluice reads every `lang-*.png`, writing `*.sluice.txt`
+//!   bench-ocr read-lang DIR  Sluice reads every `lang-<tess>_<font>-…png` with the alphabet
+//!                            a base with `ocr_languages: [tess]` reads with, writing `*.sluice.txt`
 //!   bench-ocr score-lang DIR ENGINE   CER, word recall and precision per language, font and
-//!                            resolution
+//!                            resolution (Chinese and Japanese, written without spaces: CER
+//!                            over the characters alone, recall and precision of characters)
 
 use sluice_fixtures::{image_pdf, png_of, scanned_page, tiff_of};
-use sluice_formats::{ExtractOptions, OcrOptions, extract, kind_for_filename};
+use sluice_formats::{ExtractOptions, OcrAlphabet, OcrOptions, extract, kind_for_filename};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -200,18 +202,12 @@ fn engine_label() -> &'static str {
     }
 }
 
-fn read_one(path: &Path) -> String {
+fn read_one(path: &Path, alphabet: OcrAlphabet) -> String {
     let name = path.file_name().and_then(|n| n.to_str()).expect("name");
     let bytes = std::fs::read(path).expect("read");
-    let mut options = ExtractOptions::new(10_000_000).with_ocr(Some(OcrOptions {
-        dpi: 150,
-        max_pages: 1000,
-        alphabet: sluice_formats::OcrAlphabet::Latin,
-    }));
+    let dpi = if name.contains("-300") { 300 } else { 150 };
+    let mut options = ExtractOptions::new(10_000_000).with_ocr(Some(OcrOptions { dpi, max_pages: 1000, alphabet }));
     options.time_limit = std::time::Duration::from_secs(3600);
-    if name.contains("-300") {
-        options.ocr = Some(OcrOptions { dpi: 300, max_pages: 1000, alphabet: sluice_formats::OcrAlphabet::Latin });
-    }
     let extraction = extract(kind_for_filename(name).expect("kind"), &bytes, &options).expect("accepted");
     extraction.text.unwrap_or_default()
 }
@@ -240,7 +236,11 @@ fn read(dir: &Path) {
             }
             let started = Instant::now();
             for png in &pngs {
-                std::fs::write(png.with_extension(format!("{}.txt", engine_label())), read_one(png)).expect("write");
+                std::fs::write(
+                    png.with_extension(format!("{}.txt", engine_label())),
+                    read_one(png, OcrAlphabet::Latin),
+                )
+                .expect("write");
             }
             let seconds = started.elapsed().as_secs_f64();
             println!(
@@ -257,7 +257,7 @@ fn read(dir: &Path) {
                 continue;
             }
             let started = Instant::now();
-            let text = read_one(&path);
+            let text = read_one(&path, OcrAlphabet::Latin);
             std::fs::write(dir.join(format!("scan-{dpi}.{container}.{}.txt", engine_label())), text).expect("write");
             let seconds = started.elapsed().as_secs_f64();
             println!(
@@ -300,15 +300,35 @@ fn text_layer_cost() {
     );
 }
 
-/// Characters compared with runs of whitespace as one space (layout is not content).
-fn normalised(text: &str) -> Vec<char> {
-    text.split_whitespace().collect::<Vec<_>>().join(" ").chars().collect()
+/// The Tesseract code of a multilingual page, `<tess>_<font>-<dpi>-<page>` (the code may hold
+/// an underscore itself, the font name does not).
+fn page_language(stem: &str) -> &str {
+    stem.rsplit_once('_').map_or(stem, |(language, _)| language)
 }
 
-/// The words of a text, lower-cased, with the punctuation around them dropped.
-fn words(text: &str) -> std::collections::HashMap<String, usize> {
+/// Languages written without spaces between words: their text is compared character by character.
+fn unspaced(language: &str) -> bool {
+    language.starts_with("chi_") || language == "jpn"
+}
+
+/// Characters compared with runs of whitespace as one space (layout is not content), or with
+/// none where the language puts no spaces between words (so an engine that reads a gap between
+/// two characters as a space is not charged for it).
+fn normalised(text: &str, unspaced: bool) -> Vec<char> {
+    let separator = if unspaced { "" } else { " " };
+    text.split_whitespace().collect::<Vec<_>>().join(separator).chars().collect()
+}
+
+/// The words of a text, lower-cased, with the punctuation around them dropped; each
+/// character a word where the language puts no spaces between words.
+fn words(text: &str, unspaced: bool) -> std::collections::HashMap<String, usize> {
     let mut counts = std::collections::HashMap::new();
-    for word in text.split_whitespace() {
+    let pieces: Vec<String> = if unspaced {
+        text.chars().filter(|c| !c.is_whitespace()).map(String::from).collect()
+    } else {
+        text.split_whitespace().map(str::to_owned).collect()
+    };
+    for word in &pieces {
         let word = word.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase();
         if !word.is_empty() {
             *counts.entry(word).or_insert(0) += 1;
@@ -331,21 +351,23 @@ fn score_real(dir: &Path, engine: &str, prefix: &str) {
         }
     }
     for (group, truths) in groups {
+        let unspaced = prefix == "lang-" && unspaced(page_language(&group));
         let (mut errors, mut total, mut found, mut expected_words, mut read_words) = (0, 0, 0, 0, 0);
         for truth in &truths {
             let stem = truth.to_string_lossy().trim_end_matches(".gt.txt").to_owned();
             let expected_text = std::fs::read_to_string(truth).expect("truth");
             let got_text = std::fs::read_to_string(format!("{stem}.{engine}.txt")).unwrap_or_default();
-            let (expected, got) = (normalised(&expected_text), normalised(&got_text));
+            let (expected, got) = (normalised(&expected_text, unspaced), normalised(&got_text, unspaced));
             errors += strsim::generic_levenshtein(&expected, &got);
             total += expected.len();
-            let (want, have) = (words(&expected_text), words(&got_text));
+            let (want, have) = (words(&expected_text, unspaced), words(&got_text, unspaced));
             found += want.iter().map(|(w, n)| (*n).min(have.get(w).copied().unwrap_or(0))).sum::<usize>();
             expected_words += want.values().sum::<usize>();
             read_words += have.values().sum::<usize>();
         }
+        let unit = if unspaced { "character" } else { "word" };
         println!(
-            "{engine} {} {group}: CER {:.2}%, word recall {:.1}%, word precision {:.1}% ({} pages)",
+            "{engine} {} {group}: CER {:.2}%, {unit} recall {:.1}%, {unit} precision {:.1}% ({} pages)",
             prefix.trim_end_matches('-'),
             100.0 * errors as f64 / total.max(1) as f64,
             100.0 * found as f64 / expected_words.max(1) as f64,
@@ -364,8 +386,8 @@ fn score(dir: &Path, engine: &str) {
             name.ends_with(".gt.txt") && name.contains(filter)
         }) {
             let stem = truth.to_string_lossy().trim_end_matches(".gt.txt").to_owned();
-            let expected = normalised(&std::fs::read_to_string(&truth).expect("truth"));
-            let got = normalised(&std::fs::read_to_string(format!("{stem}.{engine}.txt")).unwrap_or_default());
+            let expected = normalised(&std::fs::read_to_string(&truth).expect("truth"), false);
+            let got = normalised(&std::fs::read_to_string(format!("{stem}.{engine}.txt")).unwrap_or_default(), false);
             errors += strsim::generic_levenshtein(&expected, &got);
             total += expected.len();
         }
@@ -373,11 +395,13 @@ fn score(dir: &Path, engine: &str) {
     }
     if engine.starts_with("sluice") {
         for dpi in [150, 300] {
-            let expected = normalised(&std::fs::read_to_string(dir.join(format!("scan-{dpi}.gt.txt"))).expect("truth"));
+            let expected =
+                normalised(&std::fs::read_to_string(dir.join(format!("scan-{dpi}.gt.txt"))).expect("truth"), false);
             for container in ["pdf", "tiff"] {
                 let got = normalised(
                     &std::fs::read_to_string(dir.join(format!("scan-{dpi}.{container}.{engine}.txt")))
                         .unwrap_or_default(),
+                    false,
                 );
                 let cer = 100.0 * strsim::generic_levenshtein(&expected, &got) as f64 / expected.len() as f64;
                 println!("{engine} {container} {dpi} dpi: CER {cer:.2}%");
@@ -507,7 +531,10 @@ fn read_lang(dir: &Path) {
         let pngs = pngs_at(dir, "lang-", &dpi.to_string());
         let started = Instant::now();
         for png in &pngs {
-            std::fs::write(png.with_extension(format!("{}.txt", engine_label())), read_one(png)).expect("write");
+            let stem = png.file_stem().and_then(|s| s.to_str()).and_then(|s| s.strip_prefix("lang-")).expect("name");
+            let alphabet = OcrAlphabet::for_languages(&[page_language(stem)]);
+            std::fs::write(png.with_extension(format!("{}.txt", engine_label())), read_one(png, alphabet))
+                .expect("write");
         }
         let seconds = started.elapsed().as_secs_f64();
         println!(
