@@ -83,6 +83,13 @@ impl Stack {
         db
     }
 
+    /// The store with the search login: what the search function connects as.
+    pub async fn search_store(&self, max_connections: usize) -> sluice_store::Db {
+        let db = sluice_store::Db::open(&self.db_target, &self.search_login, max_connections).expect("pool");
+        db.require_current_schema().await.expect("a migrated schema");
+        db
+    }
+
     /// The store with the application login: what upload, parse and sweep connect as.
     pub async fn app_store(&self, max_connections: usize) -> sluice_store::Db {
         let db = sluice_store::Db::open(&self.db_target, &self.app_login, max_connections).expect("pool");

@@ -304,10 +304,20 @@ async fn create_or_update_role(tx: &deadpool_postgres::Transaction<'_>, login: &
     .await
 }
 
+/// The planner's cost of a page read out of order for the search login's sessions: near a page
+/// read in order (1), as for a database whose indexes are held in its buffer cache, as Aurora's
+/// are. At PostgreSQL's default (4, which RDS and Aurora keep unless a parameter group sets it)
+/// the keyword leg read a long question's matches with a sequential scan that tests every row
+/// where the text index's bitmap reads them in about half the time (BENCHMARKS.md, "Search
+/// relevance"). Set on the login, not the cluster, so it holds on a database Sluice did not
+/// create and no other function's plans change; set at the session's start, it is not a `SET`
+/// that would pin an RDS Proxy connection.
+const SEARCH_RANDOM_PAGE_COST: &str = "1.1";
+
 /// The search function's login: it reads and never writes. Every table of the schema and
 /// every vector table made later (the owner's default privileges) to read, but not chat
 /// attachments, the sweep's cursors or the audit log, which search never reads; no vector
-/// table made or dropped.
+/// table made or dropped. Its sessions plan with `SEARCH_RANDOM_PAGE_COST`.
 async fn grant_search_login(tx: &deadpool_postgres::Transaction<'_>, search: &Login) -> Result<(), StoreError> {
     create_or_update_role(tx, search).await?;
     run_composed(
@@ -320,9 +330,10 @@ async fn grant_search_login(tx: &deadpool_postgres::Transaction<'_>, search: &Lo
                  ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO %2$I;
                  REVOKE ALL ON chat_files, sweep_cursors, audit_log FROM %2$I;
                  REVOKE EXECUTE ON FUNCTION sluice_create_vector_table(text, integer, regconfig) FROM %2$I;
-                 REVOKE EXECUTE ON FUNCTION sluice_drop_vector_table(text) FROM %2$I;',
-                 current_database(), $1::text)",
-        &[&search.username],
+                 REVOKE EXECUTE ON FUNCTION sluice_drop_vector_table(text) FROM %2$I;
+                 ALTER ROLE %2$I SET random_page_cost = %3$L;',
+                 current_database(), $1::text, $2::text)",
+        &[&search.username, &SEARCH_RANDOM_PAGE_COST],
     )
     .await
 }

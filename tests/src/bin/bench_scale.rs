@@ -127,7 +127,9 @@ const STUDIED_EF: [Option<i64>; 6] = [None, Some(100), Some(200), Some(400), Som
 /// then pgvector's default (`m` 16, `ef_construction` 64), which tables made before it keep.
 const GRAPHS: [(&str, &str); 2] = [("m 32", "WITH (m = 32, ef_construction = 64)"), ("m 16", "")];
 
-async fn measure(db: &Db, client: &mut tokio_postgres::Client, rows: usize, queries: usize) -> Measured {
+/// `db` writes as ingest does (the vector login); `searcher` searches as the search function
+/// does (the search login, with its sessions' planner settings).
+async fn measure(db: &Db, searcher: &Db, client: &mut tokio_postgres::Client, rows: usize, queries: usize) -> Measured {
     let name = format!("bench_scale_{}", &Uuid::new_v4().simple().to_string()[..8]);
     let (kb, table) = bench_collection(db, client, &name).await;
     let mut corpus = Corpus::new();
@@ -172,14 +174,14 @@ async fn measure(db: &Db, client: &mut tokio_postgres::Client, rows: usize, quer
     for (label, filters) in &cases {
         for mode in ["vector", "keyword", "hybrid"] {
             let run = async |(probe, text): &(Vec<f32>, String)| match mode {
-                "vector" => db.search_chunks(&name, &scope, filters, probe, 10).await.expect("vector"),
+                "vector" => searcher.search_chunks(&name, &scope, filters, probe, 10).await.expect("vector"),
                 "keyword" => {
-                    db.search_keyword(&name, &scope, filters, text, 10, settings.keyword).await.expect("keyword")
+                    searcher.search_keyword(&name, &scope, filters, text, 10, settings.keyword).await.expect("keyword")
                 }
                 _ => {
                     let (vector, keyword) = tokio::join!(
-                        db.search_chunks(&name, &scope, filters, probe, settings.vector_depth),
-                        db.search_keyword(&name, &scope, filters, text, settings.keyword_depth, settings.keyword)
+                        searcher.search_chunks(&name, &scope, filters, probe, settings.vector_depth),
+                        searcher.search_keyword(&name, &scope, filters, text, settings.keyword_depth, settings.keyword)
                     );
                     let fused = sluice_search::fusion::fuse(vector.expect("v"), keyword.expect("k"), settings.fusion);
                     fused.into_iter().take(10).map(|f| f.hit).collect()
@@ -293,11 +295,12 @@ async fn main() {
     let queries: usize = flag("--queries").and_then(|v| v.parse().ok()).unwrap_or(100);
     let stack = sluice_e2e::Stack::from_env().await;
     let db = stack.store(2).await;
+    let searcher = stack.search_store(2).await;
     let mut client = stack.db().await;
     let mut measured = Vec::new();
     for rows in sizes {
         eprintln!("building and measuring {rows} chunks");
-        let m = measure(&db, &mut client, rows, queries).await;
+        let m = measure(&db, &searcher, &mut client, rows, queries).await;
         // Each size's figures as soon as they are in, so a run cut short keeps them.
         eprintln!(
             "{rows} chunks: load {:.0} s, HNSW build {:.0} s, sizes (table, HNSW, GIN, statistics) {:?} bytes, \
