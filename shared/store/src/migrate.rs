@@ -304,20 +304,13 @@ async fn create_or_update_role(tx: &deadpool_postgres::Transaction<'_>, login: &
     .await
 }
 
-/// The planner's cost of a page read out of order for the search login's sessions: near a page
-/// read in order (1), as for a database whose indexes are held in its buffer cache, as Aurora's
-/// are. At PostgreSQL's default (4, which RDS and Aurora keep unless a parameter group sets it)
-/// the keyword leg read a long question's matches with a sequential scan that tests every row
-/// where the text index's bitmap reads them faster: the leg's database time fell 14–24 % with
-/// it, the vector leg's did not move (BENCHMARKS.md, "Search relevance", thirteenth run). Set on the login, not the cluster, so it holds on a database Sluice did not
-/// create and no other function's plans change; set at the session's start, it is not a `SET`
-/// that would pin an RDS Proxy connection.
-const SEARCH_RANDOM_PAGE_COST: &str = "1.1";
-
 /// The search function's login: it reads and never writes. Every table of the schema and
 /// every vector table made later (the owner's default privileges) to read, but not chat
 /// attachments, the sweep's cursors or the audit log, which search never reads; no vector
-/// table made or dropped. Its sessions plan with `SEARCH_RANDOM_PAGE_COST`.
+/// table made or dropped. Its sessions plan with the database's own settings: a
+/// `random_page_cost` of 1.1 set on the login cut the keyword leg's database time on a small
+/// base but slowed the vector leg at a million chunks (BENCHMARKS.md, "Scale", twelfth run),
+/// so a deployment that had it set by an earlier migrate step has it reset.
 async fn grant_search_login(tx: &deadpool_postgres::Transaction<'_>, search: &Login) -> Result<(), StoreError> {
     create_or_update_role(tx, search).await?;
     run_composed(
@@ -331,9 +324,9 @@ async fn grant_search_login(tx: &deadpool_postgres::Transaction<'_>, search: &Lo
                  REVOKE ALL ON chat_files, sweep_cursors, audit_log FROM %2$I;
                  REVOKE EXECUTE ON FUNCTION sluice_create_vector_table(text, integer, regconfig) FROM %2$I;
                  REVOKE EXECUTE ON FUNCTION sluice_drop_vector_table(text) FROM %2$I;
-                 ALTER ROLE %2$I SET random_page_cost = %3$L;',
-                 current_database(), $1::text, $2::text)",
-        &[&search.username, &SEARCH_RANDOM_PAGE_COST],
+                 ALTER ROLE %2$I RESET random_page_cost;',
+                 current_database(), $1::text)",
+        &[&search.username],
     )
     .await
 }
