@@ -78,21 +78,22 @@ impl Stack {
     /// The store as ingest, knowledge and teardown open it: TLS, the vector login (rows and
     /// vector tables), the schema checked.
     pub async fn store(&self, max_connections: usize) -> sluice_store::Db {
-        let db = sluice_store::Db::open(&self.db_target, &self.vector_login, max_connections).expect("pool");
-        db.require_current_schema().await.expect("a migrated schema");
-        db
+        self.store_as(&self.vector_login, max_connections).await
     }
 
     /// The store with the search login: what the search function connects as.
     pub async fn search_store(&self, max_connections: usize) -> sluice_store::Db {
-        let db = sluice_store::Db::open(&self.db_target, &self.search_login, max_connections).expect("pool");
-        db.require_current_schema().await.expect("a migrated schema");
-        db
+        self.store_as(&self.search_login, max_connections).await
     }
 
     /// The store with the application login: what upload, parse and sweep connect as.
     pub async fn app_store(&self, max_connections: usize) -> sluice_store::Db {
-        let db = sluice_store::Db::open(&self.db_target, &self.app_login, max_connections).expect("pool");
+        self.store_as(&self.app_login, max_connections).await
+    }
+
+    /// A pool as `login` on a migrated schema.
+    async fn store_as(&self, login: &sluice_store::Login, max_connections: usize) -> sluice_store::Db {
+        let db = sluice_store::Db::open(&self.db_target, login, max_connections).expect("pool");
         db.require_current_schema().await.expect("a migrated schema");
         db
     }

@@ -306,9 +306,10 @@ fn page_language(stem: &str) -> &str {
     stem.rsplit_once('_').map_or(stem, |(language, _)| language)
 }
 
-/// Languages written without spaces between words: their text is compared character by character.
+/// Languages written without spaces between words (those the whole recognizer reads: Chinese
+/// and Japanese): their text is compared character by character.
 fn unspaced(language: &str) -> bool {
-    language.starts_with("chi_") || language == "jpn"
+    OcrAlphabet::for_languages(&[language]) == OcrAlphabet::All
 }
 
 /// Characters compared with runs of whitespace as one space (layout is not content), or with
