@@ -103,6 +103,10 @@ const INK_MARGIN: f32 = 0.33;
 const CURLY_QUOTE_SHARE: f32 = 0.1;
 /// A space probability between two letters above which a space is read, though blank won.
 const SPACE_SEEN: f32 = 0.1;
+/// The space probability a gap of just the word threshold needs to be read as a space: in a
+/// serif face letters stand that far apart inside a word (`un der`, `com e`, `Maß nahmen` on
+/// the multilingual scans: 17 of 18 such gaps with no space seen at all were inside a word).
+const SPACE_HINTED: f32 = 0.01;
 /// The most lines read from one page (a page of noise detects thousands).
 const MAX_LINES: usize = 2000;
 
@@ -532,7 +536,9 @@ struct Emitted {
 /// The recognizer emits most Latin word spaces itself, not all; those it emits are kept. A
 /// character is emitted at a step (eight pixels of a 48-pixel-high line), letters of a word
 /// sit one to three steps apart, and a gap past the line's usual spacing by a step is a
-/// space; a space probability of a tenth between them is one too. Letters stand further
+/// space where the recognizer saw any space there (or where no lower-case letter follows
+/// a letter), by two steps whether or not it did; a space probability of a tenth between
+/// them is one too. Letters stand further
 /// apart within a word in three places, so the gap there must be a step wider: beside a
 /// wide letter (`m`, `w`), after a capital before a lower-case letter (a capital is
 /// emitted at its left edge: "Abstract", "Duis"), and after a line's first letter (emitted
@@ -574,16 +580,30 @@ fn word_space_between(before: &Emitted, current: &Emitted, threshold: usize, fir
     }
     // `’` is far more often an apostrophe inside a word (`l’homme`, `don’t`) than a closing
     // quote, so the gap decides after it, as after `'`.
-    let latin = |c: char| c.is_ascii_alphanumeric() || c.is_ascii_punctuation() || c == '’';
+    let latin = |c: char| latin_letter_or_digit(c) || c.is_ascii_punctuation() || c == '’';
     if !latin(a) || !latin(b) {
         return false;
     }
     let wide = |c: char| matches!(c, 'm' | 'w' | 'M' | 'W');
     let needed = threshold
         + usize::from(wide(a) || wide(b))
-        + usize::from(a.is_ascii_uppercase() && b.is_ascii_lowercase())
+        + usize::from(a.is_uppercase() && b.is_lowercase())
         + usize::from(first);
-    current.step - before.step >= needed || current.space_before >= SPACE_SEEN
+    // Before a lower-case letter a gap of just the threshold needs the recognizer's hint;
+    // beside punctuation (`information. Really`), a digit (`Article 1`) or between capitals
+    // (`PRZETO ZGROMADZENIE`) it is a space as it stands.
+    let gap = current.step - before.step;
+    let hint_needed = a.is_alphabetic() && b.is_lowercase();
+    gap > needed
+        || gap == needed && (!hint_needed || current.space_before >= SPACE_HINTED)
+        || current.space_before >= SPACE_SEEN
+}
+
+/// A letter of the Latin script with its diacritics (`ł`, `ä`, `é`, `ş`: Latin-1, Latin
+/// Extended-A and -B, Latin Extended Additional) or a digit: spaced by the gaps between them
+/// as the ASCII ones are (a word ending `ł` before a number is two words).
+fn latin_letter_or_digit(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c.is_alphabetic() && matches!(c, '\u{00C0}'..='\u{024F}' | '\u{1E00}'..='\u{1EFF}')
 }
 
 /// Quotes printed curly come in pairs: a straight quote read for one half of a pair whose
@@ -783,7 +803,7 @@ mod tests {
             chars.iter().map(|&(ch, step)| Emitted { ch, step, space_before: 0.0 }).collect()
         };
         let line =
-            [('T', 2), ('h', 4), ('e', 7), ('p', 11), ('i', 13), ('l', 14), ('o', 16), ('t', 18), (' ', 20), ('s', 22)];
+            [('T', 2), ('h', 4), ('e', 7), ('p', 12), ('i', 14), ('l', 15), ('o', 17), ('t', 19), (' ', 21), ('s', 23)];
         assert_eq!(with_word_gaps(&emitted(&line)), "The pilot s");
         // Close letters with a space seen between them, though blank won.
         let mut close = emitted(&[('o', 2), ('f', 4), ('w', 7)]);
@@ -795,10 +815,24 @@ mod tests {
         // Read from scanned pages: a capital, and a line's first letter, emitted a step early.
         let abstract_ = [('A', 2), ('b', 6), ('s', 8), ('t', 10), ('r', 13), ('a', 15), ('c', 17), ('t', 20)];
         assert_eq!(with_word_gaps(&emitted(&abstract_)), "Abstract");
-        let line = [('i', 1), ('t', 3), ('.', 5), (' ', 7), ('D', 10), ('u', 14), ('i', 16), ('s', 17), ('a', 21)];
+        let line = [('i', 1), ('t', 3), ('.', 5), (' ', 7), ('D', 10), ('u', 14), ('i', 16), ('s', 17), ('a', 22)];
         assert_eq!(with_word_gaps(&emitted(&line)), "it. Duis a");
+        // A gap of just the threshold is a space only where the recognizer saw one at all.
+        let mut under = emitted(&[('u', 1), ('n', 3), ('d', 7), ('e', 9), ('r', 11)]);
+        assert_eq!(with_word_gaps(&under), "under");
+        under[2].space_before = 0.05;
+        assert_eq!(with_word_gaps(&under), "un der");
+        let line = [('o', 1), ('n', 3), ('.', 5), ('R', 9), ('e', 12), ('a', 14)];
+        assert_eq!(with_word_gaps(&emitted(&line)), "on. Rea");
+        let line = [('i', 1), ('c', 3), ('l', 5), ('e', 7), ('1', 11)];
+        assert_eq!(with_word_gaps(&emitted(&line)), "icle 1");
         let mauris = [('m', 2), ('a', 7), ('u', 9), ('r', 12), ('i', 14), ('s', 16)];
         assert_eq!(with_word_gaps(&emitted(&mauris)), "mauris");
+        // Letters with diacritics are spaced as the others: a word ending `ł` before a number.
+        let line = [('k', 1), ('u', 3), ('ł', 5), ('2', 10)];
+        assert_eq!(with_word_gaps(&emitted(&line)), "kuł 2");
+        let line = [('E', 1), ('r', 5), ('s', 7), ('t', 9), ('ü', 14), ('b', 16), ('e', 18), ('r', 20)];
+        assert_eq!(with_word_gaps(&emitted(&line)), "Erst über");
         // Punctuation that ends a word, and a quote that opens one, whatever the gap.
         let line = [('v', 16), ('e', 18), ('l', 19), (',', 21), ('w', 25), ('i', 27), ('s', 29), ('i', 30)];
         assert_eq!(with_word_gaps(&emitted(&line)), "vel, wisi");
@@ -807,7 +841,7 @@ mod tests {
         // A typographic apostrophe inside a word keeps it whole; after a word, the gap decides.
         let line = [('l', 2), ('’', 3), ('h', 5), ('o', 7), ('m', 9), ('m', 12), ('e', 15)];
         assert_eq!(with_word_gaps(&emitted(&line)), "l’homme");
-        let line = [('o', 2), ('n', 4), ('’', 6), ('t', 7), ('s', 11), ('’', 13), ('r', 18), ('u', 20)];
+        let line = [('o', 2), ('n', 4), ('’', 6), ('t', 7), ('s', 12), ('’', 14), ('r', 19), ('u', 21)];
         assert_eq!(with_word_gaps(&emitted(&line)), "on’t s’ ru");
     }
 
