@@ -538,12 +538,12 @@ struct Emitted {
 /// sit one to three steps apart, and a gap past the line's usual spacing by a step is a
 /// space where the recognizer saw any space there (or where no lower-case letter follows
 /// a letter), by two steps whether or not it did; a space probability of a tenth between
-/// them is one too. Letters stand further
-/// apart within a word in three places, so the gap there must be a step wider: beside a
-/// wide letter (`m`, `w`), after a capital before a lower-case letter (a capital is
-/// emitted at its left edge: "Abstract", "Duis"), and after a line's first letter (emitted
-/// as early as the margin allows). After `,` `;` `:` `?` `!` a letter starts a new word, and
-/// an opening quote or bracket after a word does too, whatever the gap.
+/// them is one too. Letters stand further apart within a word in three places, so the gap
+/// there must be a step wider: beside a wide letter (`m`, `w`), after a capital before a
+/// lower-case letter (a capital is emitted at its left edge: "Abstract", "Duis"), and after
+/// a line's first letter (emitted as early as the margin allows). After `,` `;` `:` `?` `!`
+/// a letter starts a new word, and an opening quote or bracket after a word does too,
+/// whatever the gap.
 fn with_word_gaps(emitted: &[Emitted]) -> String {
     let mut gaps: Vec<usize> = emitted
         .windows(2)
