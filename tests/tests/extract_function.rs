@@ -93,7 +93,7 @@ fn extract(extension: &str, bytes: &[u8]) -> Request {
     let mut options = ExtractOptions::new(100_000).with_ocr(Some(sluice_formats::OcrOptions {
         dpi: 150,
         max_pages: 2,
-        alphabet: sluice_formats::OcrAlphabet::Latin,
+        alphabet: sluice_formats::OcrAlphabet::LATIN,
     }));
     options.time_limit = Duration::from_secs(30);
     Request { extension: extension.to_owned(), options, input: inline(bytes), answer_upload: None }

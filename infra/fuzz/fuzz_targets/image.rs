@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&selector, bytes)) = data.split_first() else { return };
     let name = NAMES[usize::from(selector) % NAMES.len()];
     if let Ok(accepted) = check_upload(name, None, bytes) {
-        let options = ExtractOptions::new(10_000).with_ocr(Some(OcrOptions { dpi: 150, max_pages: 2, alphabet: sluice_formats::OcrAlphabet::Latin }));
+        let options = ExtractOptions::new(10_000).with_ocr(Some(OcrOptions { dpi: 150, max_pages: 2, alphabet: sluice_formats::OcrAlphabet::LATIN }));
         let _ = extract(accepted.kind, bytes, &options);
     }
 });

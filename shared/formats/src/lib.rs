@@ -38,4 +38,4 @@ pub use extract::{Extraction, PREVIEW_MAX_CHARS, extract, preview};
 pub use kinds::{FileKind, FileType, ingestible, ingestible_extensions, kind_for_filename};
 pub use options::{DEFAULT_TIME_LIMIT, ExtractOptions};
 pub use scan::OcrOptions;
-pub use sluice_ocr::Alphabet as OcrAlphabet;
+pub use sluice_ocr::{Alphabet as OcrAlphabet, Script as OcrScript};

@@ -220,7 +220,7 @@ mod tests {
     fn pages_past_the_cap_are_named_without_being_drawn() {
         let mut budget = TextBudget::new(1000, Duration::from_secs(5));
         let mut scanner = Scanner::new(
-            OcrOptions { dpi: 150, max_pages: 0, alphabet: sluice_ocr::Alphabet::Latin },
+            OcrOptions { dpi: 150, max_pages: 0, alphabet: sluice_ocr::Alphabet::LATIN },
             &budget,
             Duration::from_secs(5),
         );
@@ -236,7 +236,7 @@ mod tests {
     fn a_page_is_not_started_without_the_time_for_it() {
         let mut budget = TextBudget::new(1000, Duration::from_millis(100));
         let mut scanner = Scanner::new(
-            OcrOptions { dpi: 150, max_pages: 10, alphabet: sluice_ocr::Alphabet::Latin },
+            OcrOptions { dpi: 150, max_pages: 10, alphabet: sluice_ocr::Alphabet::LATIN },
             &budget,
             Duration::from_millis(100),
         );

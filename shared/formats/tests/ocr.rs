@@ -15,7 +15,7 @@ fn ocr(max_pages: u32) -> ExtractOptions {
     let mut options = ExtractOptions::new(100_000).with_ocr(Some(OcrOptions {
         dpi: 150,
         max_pages,
-        alphabet: sluice_formats::OcrAlphabet::Latin,
+        alphabet: sluice_formats::OcrAlphabet::LATIN,
     }));
     options.time_limit = std::time::Duration::from_secs(120);
     options
@@ -162,10 +162,10 @@ fn a_page_the_time_cuts_short_keeps_its_beginning_in_reading_order() {
     let page = sluice_formats::pdf::render_pages(&pdf_two_columns(LEFT, RIGHT), 150).expect("render");
     let scan = scanned(&page[0].0, 150, 1.2, 12);
     let engine = sluice_ocr::engine().expect("the OCR engine");
-    let whole = engine.read_until(&scan, sluice_ocr::Alphabet::Latin, |_| false).expect("read");
+    let whole = engine.read_until(&scan, sluice_ocr::Alphabet::LATIN, |_| false).expect("read");
     assert!(!whole.unfinished && whole.text.contains("pilot station on the northern pier"), "{}", whole.text);
     // Stopped once the first window of lines is read: the left column, first, is kept whole.
-    let part = engine.read_until(&scan, sluice_ocr::Alphabet::Latin, |windows| windows >= 1).expect("read in part");
+    let part = engine.read_until(&scan, sluice_ocr::Alphabet::LATIN, |windows| windows >= 1).expect("read in part");
     assert!(part.unfinished, "{part:?}");
     assert!(
         part.text.contains("The harbour authority") && part.text.contains("last line of the left"),
@@ -176,7 +176,7 @@ fn a_page_the_time_cuts_short_keeps_its_beginning_in_reading_order() {
     assert!(part.lines < whole.lines, "{part:?}");
     assert!(whole.text.starts_with(&part.text[..40]), "the same beginning:\n{}\n---\n{}", part.text, whole.text);
     // Stopped before anything was read: no text is passed off as the page's.
-    assert_eq!(engine.read_until(&scan, sluice_ocr::Alphabet::Latin, |_| true), Err(sluice_ocr::OcrError::Time));
+    assert_eq!(engine.read_until(&scan, sluice_ocr::Alphabet::LATIN, |_| true), Err(sluice_ocr::OcrError::Time));
 }
 
 #[test]
@@ -258,8 +258,8 @@ fn a_latin_page_reads_alike_with_the_latin_recognizer_and_the_whole_one() {
     let scan = scanned_page(PAGE_ONE, 150, 1.0, 21);
     let engine = sluice_ocr::engine().expect("the OCR engine");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let latin = engine.read(&scan, sluice_ocr::Alphabet::Latin, deadline).expect("latin");
-    let all = engine.read(&scan, sluice_ocr::Alphabet::All, deadline).expect("every character");
+    let latin = engine.read(&scan, sluice_ocr::Alphabet::LATIN, deadline).expect("latin");
+    let all = engine.read(&scan, sluice_ocr::Alphabet::ALL, deadline).expect("every character");
     for read in [&latin, &all] {
         assert!(recall(PAGE_ONE, &read.text) >= 0.9, "{}", read.text);
     }
@@ -269,4 +269,59 @@ fn a_latin_page_reads_alike_with_the_latin_recognizer_and_the_whole_one() {
         (latin.text.split_whitespace().collect(), all.text.split_whitespace().collect());
     let differing = ours.iter().zip(&theirs).filter(|(a, b)| a != b).count() + ours.len().abs_diff(theirs.len());
     assert!(differing <= 1, "{differing} words differ:\n{}\n---\n{}", latin.text, all.text);
+}
+
+/// Turkish prose with its dotless `ı` and dotted `İ`, which the recognizer often reads as `i`.
+const TURKISH: &[&str] = &[
+    "Limanın kuzey kanalında ışıklı şamandıralar yenilendi",
+    "Kıyı güvenliği için yapılan çalışmalar ilkbaharda başlayacak",
+    "İskele yöneticisi tüm kaptanlara yazılı izin verecek",
+    "Gemi trafiği soğuk geçen kışın ardından yüzde on iki arttı",
+];
+
+/// French prose printed with the typographic apostrophe, which the recognizer often reads as `'`.
+const FRENCH: &[&str] = &[
+    "L’autorité du port a publié aujourd’hui l’avis d’ouverture",
+    "qu’il s’agisse d’un navire ou d’une barge, l’accès est limité",
+    "jusqu’à l’arrivée du pilote et l’accord de l’écluse",
+];
+
+/// English prose printed with the straight apostrophe.
+const ENGLISH_STRAIGHT: &[&str] =
+    &["The harbour's pilots don't sail at night", "it's the master's rule and the crew's too"];
+
+/// A page of `lines` set in DejaVu Sans (provisioned by the stack: Debian's fonts-dejavu-core),
+/// scanned at 150 dpi.
+fn printed_scan(lines: &[&str], seed: u64) -> image::GrayImage {
+    let font = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").expect("DejaVu Sans");
+    let page = sluice_fixtures::printed_page(lines, &font, 150).expect("a font");
+    scanned(&page, 150, 1.0, seed)
+}
+
+#[test]
+fn a_page_s_languages_read_their_letters_where_the_recognizer_ranks_a_look_alike_first() {
+    let engine = sluice_ocr::engine().expect("the OCR engine");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let scan = printed_scan(TURKISH, 41);
+    let turkish = engine.read(&scan, sluice_ocr::Alphabet::for_languages(&["tur"]), deadline).expect("turkish");
+    let latin = engine.read(&scan, sluice_ocr::Alphabet::LATIN, deadline).expect("latin");
+    let dotless: Vec<&str> =
+        TURKISH.iter().flat_map(|line| line.split_whitespace()).filter(|w| w.contains(['ı', 'İ'])).collect();
+    let found = |text: &str| dotless.iter().filter(|word| text.split_whitespace().any(|w| w == **word)).count();
+    assert_eq!(found(&turkish.text), dotless.len(), "every word with `ı` or `İ`:\n{}\n---\n{}", turkish.text, latin.text);
+    assert!(found(&latin.text) < dotless.len(), "a page not Turkish reads some as `i`:\n{}", latin.text);
+}
+
+#[test]
+fn a_page_s_apostrophes_are_read_the_one_way_it_prints_them() {
+    let engine = sluice_ocr::engine().expect("the OCR engine");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let french = engine.read(&printed_scan(FRENCH, 42), sluice_ocr::Alphabet::LATIN, deadline).expect("french");
+    let printed = |lines: &[&str], apostrophe: char| lines.iter().map(|l| l.matches(apostrophe).count()).sum::<usize>();
+    assert_eq!(french.text.matches('’').count(), printed(FRENCH, '’'), "{}", french.text);
+    assert!(!french.text.contains('\''), "{}", french.text);
+    let english =
+        engine.read(&printed_scan(ENGLISH_STRAIGHT, 43), sluice_ocr::Alphabet::LATIN, deadline).expect("english");
+    assert_eq!(english.text.matches('\'').count(), printed(ENGLISH_STRAIGHT, '\''), "{}", english.text);
+    assert!(!english.text.contains('’'), "{}", english.text);
 }

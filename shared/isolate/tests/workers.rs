@@ -72,7 +72,7 @@ fn a_dense_scanned_page_at_300_dpi_is_read_within_the_smallest_workers_memory() 
     let mut options = ExtractOptions::new(1_000_000).with_ocr(Some(sluice_formats::OcrOptions {
         dpi: 300,
         max_pages: 10,
-        alphabet: sluice_formats::OcrAlphabet::Latin,
+        alphabet: sluice_formats::OcrAlphabet::LATIN,
     }));
     options.time_limit = Duration::from_secs(120);
     let extraction =

@@ -22,11 +22,13 @@
 
 mod geometry;
 pub mod layout;
+mod letters;
 
 use fast_image_resize::images::ImageRef;
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 pub use geometry::RotatedRect;
 use image::GrayImage;
+use letters::LetterClasses;
 use ort::session::Session;
 use ort::value::Tensor;
 use sluice_onnx::ort;
@@ -137,11 +139,11 @@ pub struct PageText {
     pub unfinished: bool,
 }
 
-/// The characters a page is read with: the union of its languages' alphabets, as far as the
-/// models tell them apart.
+/// Which of the recognizer's characters a page is read with, as far as the models tell
+/// scripts apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Alphabet {
+pub enum Script {
     /// Latin with its diacritics, digits, punctuation, Greek and symbols: every offered
     /// language but Chinese and Japanese. Read by the recognizer cut to these characters, so a
     /// Chinese look-alike is never read in a Latin word.
@@ -151,11 +153,28 @@ pub enum Alphabet {
     All,
 }
 
+/// The characters a page is read with: the union of its languages' alphabets, as far as the
+/// models tell them apart, and the letters of those languages the recognizer reads as a
+/// look-alike (`letters`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Alphabet {
+    pub script: Script,
+    /// Which of the known look-alikes the page's languages read their own letter for.
+    look_alikes: u8,
+}
+
 impl Alphabet {
-    /// The alphabet for Tesseract language codes: all of it when one is Chinese or Japanese.
+    /// The Latin script, no language's letters favoured.
+    pub const LATIN: Self = Self { script: Script::Latin, look_alikes: 0 };
+    /// Every character, no language's letters favoured.
+    pub const ALL: Self = Self { script: Script::All, look_alikes: 0 };
+
+    /// The alphabet for Tesseract language codes: every character when one is Chinese or
+    /// Japanese, and the letters of each the recognizer reads as a look-alike.
     pub fn for_languages<S: AsRef<str>>(languages: &[S]) -> Self {
         let cjk = |code: &str| code.starts_with("chi_") || code == "jpn";
-        if languages.iter().any(|code| cjk(code.as_ref())) { Self::All } else { Self::Latin }
+        let script = if languages.iter().any(|code| cjk(code.as_ref())) { Script::All } else { Script::Latin };
+        Self { script, look_alikes: letters::look_alikes_for(languages) }
     }
 }
 
@@ -166,6 +185,8 @@ struct Recognizer {
     characters: Vec<char>,
     /// The output indices of `“` and `”`, when the dictionary has them.
     curly_quotes: Vec<usize>,
+    /// The classes of letters read as a look-alike, and of the apostrophes.
+    letters: LetterClasses,
 }
 
 /// The loaded runtime and models: the detector at once, each recognizer when a page first
@@ -197,7 +218,7 @@ pub fn engine() -> Result<&'static Engine, OcrError> {
 /// it, so a missing layer fails the deployment, not each scan.
 pub fn ensure_installed() -> Result<(), String> {
     runtime()?;
-    let recognizers = [recognizer_file(Alphabet::Latin)?, recognizer_file(Alphabet::All)?];
+    let recognizers = [recognizer_file(Script::Latin)?, recognizer_file(Script::All)?];
     for file in [DETECTOR_FILE].into_iter().chain(recognizers) {
         let path = model_dir().join(file);
         if !std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() > 0) {
@@ -208,14 +229,14 @@ pub fn ensure_installed() -> Result<(), String> {
 }
 
 /// The recognizer's file for `alphabet` at the precision `SLUICE_OCR_PRECISION` names.
-fn recognizer_file(alphabet: Alphabet) -> Result<&'static str, String> {
-    recognizer_file_for(alphabet, std::env::var(PRECISION_VARIABLE).ok().as_deref())
+fn recognizer_file(script: Script) -> Result<&'static str, String> {
+    recognizer_file_for(script, std::env::var(PRECISION_VARIABLE).ok().as_deref())
 }
 
-fn recognizer_file_for(alphabet: Alphabet, precision: Option<&str>) -> Result<&'static str, String> {
-    match (precision.map(|p| p.trim().to_ascii_lowercase()).as_deref(), alphabet) {
-        (None | Some("int8"), Alphabet::Latin) => Ok(RECOGNIZER_INT8_LATIN_FILE),
-        (None | Some("int8"), Alphabet::All) => Ok(RECOGNIZER_INT8_FILE),
+fn recognizer_file_for(script: Script, precision: Option<&str>) -> Result<&'static str, String> {
+    match (precision.map(|p| p.trim().to_ascii_lowercase()).as_deref(), script) {
+        (None | Some("int8"), Script::Latin) => Ok(RECOGNIZER_INT8_LATIN_FILE),
+        (None | Some("int8"), Script::All) => Ok(RECOGNIZER_INT8_FILE),
         (Some("fp32"), _) => Ok(RECOGNIZER_FP32_FILE),
         (Some(other), _) => {
             Err(format!("OCR is not available: {PRECISION_VARIABLE} is {other:?}; it must be int8 or fp32"))
@@ -249,14 +270,14 @@ fn session(file: &str) -> Result<Session, String> {
 fn load() -> Result<Engine, String> {
     runtime()?;
     // The recognizers' files are checked now, so a bad precision fails the first page.
-    recognizer_file(Alphabet::Latin)?;
+    recognizer_file(Script::Latin)?;
     let detector = session(DETECTOR_FILE)?;
     Ok(Engine { detector: Mutex::new(detector), latin: OnceLock::new(), all: OnceLock::new() })
 }
 
 impl Recognizer {
-    fn load(alphabet: Alphabet) -> Result<Self, String> {
-        let file = recognizer_file(alphabet)?;
+    fn load(script: Script) -> Result<Self, String> {
+        let file = recognizer_file(script)?;
         let session = session(file)?;
         // The recognizer carries its dictionary, one character a line; PaddleOCR appends a space.
         let dictionary = session
@@ -269,7 +290,8 @@ impl Recognizer {
         characters.push(' ');
         let curly_quotes =
             characters.iter().enumerate().filter(|(_, c)| matches!(c, '“' | '”')).map(|(i, _)| i).collect();
-        Ok(Self { session: Mutex::new(session), characters, curly_quotes })
+        let letters = LetterClasses::new(&characters);
+        Ok(Self { session: Mutex::new(session), characters, curly_quotes, letters })
     }
 }
 
@@ -280,15 +302,13 @@ impl Engine {
         self.read_until(page, alphabet, |_| Instant::now() > deadline)
     }
 
-    /// The recognizer for `alphabet`, loaded on first use.
-    fn recognizer(&self, alphabet: Alphabet) -> Result<&Recognizer, OcrError> {
-        let slot = match alphabet {
-            Alphabet::Latin => &self.latin,
-            Alphabet::All => &self.all,
+    /// The recognizer for `script`, loaded on first use.
+    fn recognizer(&self, script: Script) -> Result<&Recognizer, OcrError> {
+        let slot = match script {
+            Script::Latin => &self.latin,
+            Script::All => &self.all,
         };
-        slot.get_or_init(|| Recognizer::load(alphabet))
-            .as_ref()
-            .map_err(|message| OcrError::Unavailable(message.clone()))
+        slot.get_or_init(|| Recognizer::load(script)).as_ref().map_err(|message| OcrError::Unavailable(message.clone()))
     }
 
     /// Reads one page, asking `stop` (with the windows of lines read so far) before each batch
@@ -304,7 +324,7 @@ impl Engine {
         if page.width() < 8 || page.height() < 8 {
             return Ok(PageText::default());
         }
-        let recognizer = self.recognizer(alphabet)?;
+        let recognizer = self.recognizer(alphabet.script)?;
         let ink = imageproc::contrast::otsu_level(page);
         let detected = self.detect(page)?;
         // Small type is read from the page drawn twice as large (Catmull-Rom): sampling a
@@ -345,7 +365,7 @@ impl Engine {
                 if stop(windows_read) {
                     break 'windows;
                 }
-                let texts = recognizer.recognize(page, batch.iter().map(|&i| &fitted[i]))?;
+                let texts = recognizer.recognize(page, batch.iter().map(|&i| &fitted[i]), alphabet.look_alikes)?;
                 for (&i, text) in batch.iter().zip(texts) {
                     read[i] = text;
                 }
@@ -355,6 +375,13 @@ impl Engine {
         let pieces_read = (windows_read * WINDOW).min(pieces.len());
         if pieces_read == 0 && !pieces.is_empty() {
             return Err(OcrError::Time);
+        }
+        let mut shares: Vec<f32> =
+            read.iter().flatten().flat_map(|piece| piece.apostrophe_shares.iter().copied()).collect();
+        if letters::typographic_apostrophes(&mut shares) {
+            for piece in read.iter_mut().flatten() {
+                piece.text = piece.text.replace('\'', "’");
+            }
         }
         // A line's pieces joined in order; it is read poorly when a piece is. A line cut by
         // the stop (its first pieces read, not its last) is left out whole.
@@ -439,6 +466,7 @@ impl Recognizer {
         &self,
         page: &GrayImage,
         lines: impl ExactSizeIterator<Item = &'a RotatedRect> + Clone,
+        look_alikes: u8,
     ) -> Result<Vec<Option<ReadPiece>>, OcrError> {
         let count = lines.len();
         let width = lines.clone().map(recognizer_width).max().unwrap_or(MIN_LINE_WIDTH);
@@ -466,7 +494,7 @@ impl Recognizer {
         if batch as usize != count || scores.len() != count * steps * classes {
             return Err(OcrError::Engine);
         }
-        Ok(scores.chunks(steps * classes).map(|line| self.decode(line, classes)).collect())
+        Ok(scores.chunks(steps * classes).map(|line| self.decode(line, classes, look_alikes)).collect())
     }
 
     /// The quote at a step whose best class is `"`: the curly quote the recognizer ranks
@@ -483,10 +511,12 @@ impl Recognizer {
             .unwrap_or('"')
     }
 
-    /// CTC's greedy decoding: the best class at each step, repeats and blanks dropped.
-    fn decode(&self, steps: &[f32], classes: usize) -> Option<ReadPiece> {
+    /// CTC's greedy decoding: the best class at each step, repeats and blanks dropped; a
+    /// letter of the page's languages (`look_alikes`) close behind its look-alike read instead.
+    fn decode(&self, steps: &[f32], classes: usize, look_alikes: u8) -> Option<ReadPiece> {
         let space = self.characters.len() - 1;
         let mut emitted: Vec<Emitted> = Vec::new();
+        let mut apostrophe_shares = Vec::new();
         let mut confidence = 0f32;
         let mut previous = 0usize;
         let mut space_peak = 0f32;
@@ -495,9 +525,10 @@ impl Recognizer {
                 step.iter().copied().enumerate().fold((0, f32::MIN), |b, (i, s)| if s > b.1 { (i, s) } else { b });
             if best != 0
                 && best != previous
-                && let Some(&ch) = self.characters.get(best)
+                && let Some(&ch) = self.characters.get(self.letters.meant(best, step, look_alikes))
             {
                 let ch = if ch == '"' { self.straight_or_curly(step) } else { ch };
+                apostrophe_shares.extend(self.letters.apostrophe_share(best, step));
                 emitted.push(Emitted { ch, step: index, space_before: space_peak });
                 confidence += score;
                 space_peak = 0.0;
@@ -511,7 +542,11 @@ impl Recognizer {
         let text = with_word_gaps(&emitted);
         let text = text.trim();
         let mean = confidence / kept.max(1) as f32;
-        (kept > 0 && mean >= TEXT_SCORE && !text.is_empty()).then(|| ReadPiece { text: text.to_owned(), mean })
+        (kept > 0 && mean >= TEXT_SCORE && !text.is_empty()).then(|| ReadPiece {
+            text: text.to_owned(),
+            mean,
+            apostrophe_shares,
+        })
     }
 }
 
@@ -520,6 +555,8 @@ impl Recognizer {
 struct ReadPiece {
     text: String,
     mean: f32,
+    /// At each apostrophe read, the share of `’` against `'` (a page's decide together).
+    apostrophe_shares: Vec<f32>,
 }
 
 /// A character the recognizer emitted: where, and how strongly it saw a space before it.
@@ -767,18 +804,21 @@ mod tests {
 
     #[test]
     fn the_recognizer_is_int8_for_its_alphabet_unless_fp32_is_asked_for() {
-        assert_eq!(recognizer_file_for(Alphabet::Latin, None), Ok(RECOGNIZER_INT8_LATIN_FILE));
-        assert_eq!(recognizer_file_for(Alphabet::All, Some(" INT8 ")), Ok(RECOGNIZER_INT8_FILE));
-        assert_eq!(recognizer_file_for(Alphabet::Latin, Some("fp32")), Ok(RECOGNIZER_FP32_FILE));
-        assert_eq!(recognizer_file_for(Alphabet::All, Some("fp32")), Ok(RECOGNIZER_FP32_FILE));
-        let refused = recognizer_file_for(Alphabet::Latin, Some("fp16")).expect_err("no such model");
+        assert_eq!(recognizer_file_for(Script::Latin, None), Ok(RECOGNIZER_INT8_LATIN_FILE));
+        assert_eq!(recognizer_file_for(Script::All, Some(" INT8 ")), Ok(RECOGNIZER_INT8_FILE));
+        assert_eq!(recognizer_file_for(Script::Latin, Some("fp32")), Ok(RECOGNIZER_FP32_FILE));
+        assert_eq!(recognizer_file_for(Script::All, Some("fp32")), Ok(RECOGNIZER_FP32_FILE));
+        let refused = recognizer_file_for(Script::Latin, Some("fp16")).expect_err("no such model");
         assert!(refused.contains("SLUICE_OCR_PRECISION is \"fp16\""), "{refused}");
         // Chinese and Japanese need every character; the Latin-script languages the Latin ones.
-        assert_eq!(Alphabet::for_languages(&["eng", "pol"]), Alphabet::Latin);
-        assert_eq!(Alphabet::for_languages(&["eng".to_owned(), "chi_sim".to_owned()]), Alphabet::All);
-        assert_eq!(Alphabet::for_languages(&["chi_tra"]), Alphabet::All);
-        assert_eq!(Alphabet::for_languages(&["deu", "jpn"]), Alphabet::All);
-        assert_eq!(Alphabet::for_languages::<&str>(&[]), Alphabet::Latin);
+        let script = |languages: &[&str]| Alphabet::for_languages(languages).script;
+        assert_eq!(script(&["eng", "pol"]), Script::Latin);
+        assert_eq!(Alphabet::for_languages(&["eng".to_owned(), "chi_sim".to_owned()]).script, Script::All);
+        assert_eq!(script(&["chi_tra"]), Script::All);
+        assert_eq!(script(&["deu", "jpn"]), Script::All);
+        assert_eq!(Alphabet::for_languages::<&str>(&[]), Alphabet::LATIN);
+        assert_eq!(Alphabet::for_languages(&["eng", "deu"]), Alphabet::LATIN, "no look-alike of theirs");
+        assert_ne!(Alphabet::for_languages(&["eng", "pol"]), Alphabet::LATIN, "Polish letters favoured");
     }
 
     #[test]

@@ -25,7 +25,7 @@
 //!                            over the characters alone, recall and precision of characters)
 
 use sluice_fixtures::{image_pdf, png_of, scanned_page, tiff_of};
-use sluice_formats::{ExtractOptions, OcrAlphabet, OcrOptions, extract, kind_for_filename};
+use sluice_formats::{ExtractOptions, OcrAlphabet, OcrOptions, OcrScript, extract, kind_for_filename};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -238,7 +238,7 @@ fn read(dir: &Path) {
             for png in &pngs {
                 std::fs::write(
                     png.with_extension(format!("{}.txt", engine_label())),
-                    read_one(png, OcrAlphabet::Latin),
+                    read_one(png, OcrAlphabet::LATIN),
                 )
                 .expect("write");
             }
@@ -257,7 +257,7 @@ fn read(dir: &Path) {
                 continue;
             }
             let started = Instant::now();
-            let text = read_one(&path, OcrAlphabet::Latin);
+            let text = read_one(&path, OcrAlphabet::LATIN);
             std::fs::write(dir.join(format!("scan-{dpi}.{container}.{}.txt", engine_label())), text).expect("write");
             let seconds = started.elapsed().as_secs_f64();
             println!(
@@ -290,7 +290,7 @@ fn text_layer_cost() {
     let on = time(&ExtractOptions::new(10_000_000).with_ocr(Some(OcrOptions {
         dpi: 150,
         max_pages: 1000,
-        alphabet: sluice_formats::OcrAlphabet::Latin,
+        alphabet: sluice_formats::OcrAlphabet::LATIN,
     })));
     println!(
         "text-layer PDF, 200 pages (best of 5): OCR off {:.1} ms, OCR on {:.1} ms = {:.2}x",
@@ -309,7 +309,7 @@ fn page_language(stem: &str) -> &str {
 /// Languages written without spaces between words (those the whole recognizer reads: Chinese
 /// and Japanese): their text is compared character by character.
 fn unspaced(language: &str) -> bool {
-    OcrAlphabet::for_languages(&[language]) == OcrAlphabet::All
+    OcrAlphabet::for_languages(&[language]).script == OcrScript::All
 }
 
 /// Characters compared with runs of whitespace as one space (layout is not content), or with
@@ -475,7 +475,7 @@ fn chat_options() -> ExtractOptions {
     let mut options = ExtractOptions::new(10_000_000).with_ocr(Some(OcrOptions {
         dpi: 150,
         max_pages: 3,
-        alphabet: sluice_formats::OcrAlphabet::Latin,
+        alphabet: sluice_formats::OcrAlphabet::LATIN,
     }));
     options.time_limit = std::time::Duration::from_secs(20);
     options
