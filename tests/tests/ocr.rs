@@ -227,7 +227,7 @@ async fn a_language_with_no_model_is_refused_where_it_is_configured() {
     let (status, refused) = stack.call_json(&user, Method::PATCH, &format!("/kb/{kb_id}"), Some(patch)).await;
     assert_eq!(status, 422, "{refused}");
     assert!(refused["error"]["details"]["fields"]["ingestion_config.ocr_dpi"].is_string(), "{refused}");
-    let form = file_form("notes.txt", None, b"words".to_vec()).text("ingestion", r#"{"ocr_languages": ["tur"]}"#);
+    let form = file_form("notes.txt", None, b"words".to_vec()).text("ingestion", r#"{"ocr_languages": ["ell"]}"#);
     let (status, refused) = stack.post_form(&user, &format!("/kb/{kb_id}/documents"), form).await;
     assert_eq!(status, 400, "{refused}");
     assert!(refused["error"]["details"]["fields"]["ingestion_config.ocr_languages"].is_string(), "{refused}");

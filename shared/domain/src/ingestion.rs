@@ -27,11 +27,12 @@ pub const MAX_PAGES_CEILING: u32 = 2000;
 /// The languages the deployment's OCR model reads, as Tesseract names them: PaddleOCR's
 /// PP-OCRv6 recognizer reads simplified and traditional Chinese, Japanese and these
 /// Latin-script languages with their diacritics, as measured page by page against
-/// Tesseract's own pack for each (`infra/local/bench-ocr-languages`). Turkish (its dotless
-/// `ı` is read as `i`), Cyrillic, Greek, Arabic and Korean are not read; any language not
-/// listed is refused when configured, not read as nothing.
+/// Tesseract's own pack for each (`infra/local/bench-ocr-languages`; Turkish's dotless `ı`
+/// and Polish's `ą` `ę` read where the recognizer ranks them just behind a look-alike).
+/// Cyrillic, Greek, Arabic and Korean are not read; any language not listed is refused when
+/// configured, not read as nothing.
 pub const OCR_LANGUAGES: &[&str] =
-    &["eng", "chi_sim", "chi_tra", "jpn", "deu", "fra", "spa", "ita", "por", "nld", "pol", "ces", "swe"];
+    &["eng", "chi_sim", "chi_tra", "jpn", "deu", "fra", "spa", "ita", "por", "nld", "pol", "ces", "swe", "tur"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
