@@ -308,7 +308,13 @@ fn a_page_s_languages_read_their_letters_where_the_recognizer_ranks_a_look_alike
     let dotless: Vec<&str> =
         TURKISH.iter().flat_map(|line| line.split_whitespace()).filter(|w| w.contains(['ı', 'İ'])).collect();
     let found = |text: &str| dotless.iter().filter(|word| text.split_whitespace().any(|w| w == **word)).count();
-    assert_eq!(found(&turkish.text), dotless.len(), "every word with `ı` or `İ`:\n{}\n---\n{}", turkish.text, latin.text);
+    assert_eq!(
+        found(&turkish.text),
+        dotless.len(),
+        "every word with `ı` or `İ`:\n{}\n---\n{}",
+        turkish.text,
+        latin.text
+    );
     assert!(found(&latin.text) < dotless.len(), "a page not Turkish reads some as `i`:\n{}", latin.text);
 }
 
