@@ -155,7 +155,7 @@ pub enum Script {
 
 /// The characters a page is read with: the union of its languages' alphabets, as far as the
 /// models tell them apart, and the letters of those languages the recognizer reads as a
-/// look-alike (`letters`).
+/// look-alike (see `letters`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Alphabet {
     pub script: Script,
@@ -228,7 +228,7 @@ pub fn ensure_installed() -> Result<(), String> {
     Ok(())
 }
 
-/// The recognizer's file for `alphabet` at the precision `SLUICE_OCR_PRECISION` names.
+/// The recognizer's file for `script` at the precision `SLUICE_OCR_PRECISION` names.
 fn recognizer_file(script: Script) -> Result<&'static str, String> {
     recognizer_file_for(script, std::env::var(PRECISION_VARIABLE).ok().as_deref())
 }
