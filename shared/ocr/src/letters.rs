@@ -1,4 +1,5 @@
-//! Letters the recognizer reads as a look-alike. PP-OCRv6 saw few of some languages' letters
+//! Characters the recognizer reads as a look-alike. PP-OCRv6 reads printed curly quotes as
+//! `"` with the curly one close behind, where a straight quote has none near. It saw few of some languages' letters
 //! in training: where a Turkish page prints a dotless `ı`, or a Polish one `ą`, it often ranks
 //! the letter a close second behind `i` or `a`; a page of those languages reads the letter
 //! there. And it tells the typographic apostrophe `’` from the straight `'` poorly, one at a
@@ -28,6 +29,10 @@ const _: () = assert!(LOOK_ALIKES.len() <= 8);
 /// the Turkish pages' 146 `ı` read as `i`.
 const LOOK_ALIKE_SHARE: f32 = 0.02;
 
+/// The probability of a curly quote, where the recognizer's best is `"`, from which the
+/// curly one is read.
+const CURLY_QUOTE_SHARE: f32 = 0.1;
+
 /// The median share of `’` over a page's apostrophes (its probability against `'`'s, at each
 /// step whose best is either) from which the page's apostrophes are typographic: the French
 /// pages, printed with `’`, had medians of 0.14–0.51; the Italian ones, printed with `'`, 0–0.04.
@@ -42,13 +47,16 @@ pub(crate) fn look_alikes_for<S: AsRef<str>>(languages: &[S]) -> u8 {
         .fold(0, |mask, (i, _)| mask | 1 << i)
 }
 
-/// The look-alikes' and the apostrophes' classes in one recognizer's dictionary.
+/// The classes of the quotes, the apostrophes and the look-alikes in one recognizer's dictionary.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LetterClasses {
     /// (the look-alike's bit, the class read, the class meant), for pairs the dictionary holds.
     look_alikes: Vec<(u8, usize, usize)>,
     /// The classes of `'` and `’`.
     apostrophes: Option<(usize, usize)>,
+    /// The class of `"`, and those of `“` and `”`.
+    straight_quote: Option<usize>,
+    curly_quotes: Vec<usize>,
 }
 
 impl LetterClasses {
@@ -60,20 +68,20 @@ impl LetterClasses {
             .enumerate()
             .filter_map(|(i, &(_, read, meant))| Some((1 << i, class(read)?, class(meant)?)))
             .collect();
-        Self { look_alikes, apostrophes: class('\'').zip(class('’')) }
+        let curly_quotes = ['“', '”'].into_iter().filter_map(class).collect();
+        Self { look_alikes, apostrophes: class('\'').zip(class('’')), straight_quote: class('"'), curly_quotes }
     }
 
-    /// The class read at a step whose `best` class is a look-alike of a letter one of the
-    /// page's languages (`mask`, from [`look_alikes_for`]) writes: the letter where it has at
-    /// least [`LOOK_ALIKE_SHARE`] (the likelier, when two do), else `best`.
+    /// The class read at a step whose best class is `best`: for `"`, the likelier curly quote
+    /// where it has at least [`CURLY_QUOTE_SHARE`]; for a look-alike of a letter one of the
+    /// page's languages (`mask`, from [`look_alikes_for`]) writes, the letter where it has at
+    /// least [`LOOK_ALIKE_SHARE`] (the likelier, when two do); else `best`.
     pub(crate) fn meant(&self, best: usize, step: &[f32], mask: u8) -> usize {
-        self.look_alikes
-            .iter()
-            .filter(|&&(bit, read, _)| read == best && mask & bit != 0)
-            .filter_map(|&(_, _, meant)| step.get(meant).map(|&p| (meant, p)))
-            .filter(|&(_, p)| p >= LOOK_ALIKE_SHARE)
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map_or(best, |(meant, _)| meant)
+        if Some(best) == self.straight_quote {
+            return likeliest(step, self.curly_quotes.iter().copied(), CURLY_QUOTE_SHARE).unwrap_or(best);
+        }
+        let letters = self.look_alikes.iter().filter(|&&(bit, read, _)| read == best && mask & bit != 0);
+        likeliest(step, letters.map(|&(_, _, meant)| meant), LOOK_ALIKE_SHARE).unwrap_or(best)
     }
 
     /// At a step whose best class is `'` or `’`, the share of `’` between the two.
@@ -85,6 +93,15 @@ impl LetterClasses {
         let (s, t) = (step.get(straight).copied().unwrap_or(0.0), step.get(typographic).copied().unwrap_or(0.0));
         (s + t > 0.0).then(|| t / (s + t))
     }
+}
+
+/// Of `classes`, the one `step` gives the highest probability, if at least `share`.
+fn likeliest(step: &[f32], classes: impl Iterator<Item = usize>, share: f32) -> Option<usize> {
+    classes
+        .filter_map(|class| step.get(class).map(|&p| (class, p)))
+        .filter(|&(_, p)| p >= share)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(class, _)| class)
 }
 
 /// Whether a page whose apostrophes' shares of `’` are `shares` prints them typographic: the
@@ -101,7 +118,7 @@ pub(crate) fn typographic_apostrophes(shares: &mut [f32]) -> bool {
 mod tests {
     use super::*;
 
-    const DICTIONARY: [char; 9] = ['\0', 'a', 'ą', 'e', 'ę', 'i', 'ı', '\'', '’'];
+    const DICTIONARY: [char; 12] = ['\0', 'a', 'ą', 'e', 'ę', 'i', 'ı', '\'', '’', '"', '“', '”'];
 
     fn step(probabilities: &[(char, f32)]) -> Vec<f32> {
         let mut step = vec![0.0; DICTIONARY.len()];
@@ -131,6 +148,14 @@ mod tests {
         assert_eq!(classes.meant(class('i'), &step(&[('i', 0.52), ('ı', 0.47)]), turkish), class('ı'));
         assert_eq!(classes.meant(class('i'), &step(&[('i', 0.52), ('ı', 0.47)]), polish), class('i'));
         assert_eq!(classes.meant(class('e'), &step(&[('e', 0.6), ('ę', 0.4)]), turkish), class('e'));
+    }
+
+    #[test]
+    fn a_straight_quote_with_a_curly_one_close_behind_is_curly_on_every_page() {
+        let classes = LetterClasses::new(&DICTIONARY);
+        let close = step(&[('"', 0.6), ('“', 0.1), ('”', 0.3)]);
+        assert_eq!(classes.meant(class('"'), &close, 0), class('”'));
+        assert_eq!(classes.meant(class('"'), &step(&[('"', 0.95), ('“', 0.05)]), 0), class('"'));
     }
 
     #[test]

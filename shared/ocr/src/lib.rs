@@ -100,9 +100,6 @@ const SMALL_LINE_HEIGHT: f32 = 40.0;
 const MAX_UPSCALED_PIXELS: u64 = 24_000_000;
 /// What a line keeps above and below its ink for the recognizer, in ink heights.
 const INK_MARGIN: f32 = 0.33;
-/// The probability of a curly quote, where the recognizer's best is `"`, from which the
-/// curly one is read (see `Engine::straight_or_curly`).
-const CURLY_QUOTE_SHARE: f32 = 0.1;
 /// A space probability between two letters above which a space is read, though blank won.
 const SPACE_SEEN: f32 = 0.1;
 /// The space probability a gap of just the word threshold needs to be read as a space: in a
@@ -183,9 +180,7 @@ struct Recognizer {
     session: Mutex<Session>,
     /// Index `i` of the recognizer's output is `characters[i]`; index 0 is CTC's blank.
     characters: Vec<char>,
-    /// The output indices of `“` and `”`, when the dictionary has them.
-    curly_quotes: Vec<usize>,
-    /// The classes of letters read as a look-alike, and of the apostrophes.
+    /// The classes of characters read as a look-alike: quotes, apostrophes, letters.
     letters: LetterClasses,
 }
 
@@ -288,10 +283,8 @@ impl Recognizer {
         let mut characters = vec!['\0'];
         characters.extend(dictionary.lines().filter_map(|line| line.chars().next()));
         characters.push(' ');
-        let curly_quotes =
-            characters.iter().enumerate().filter(|(_, c)| matches!(c, '“' | '”')).map(|(i, _)| i).collect();
         let letters = LetterClasses::new(&characters);
-        Ok(Self { session: Mutex::new(session), characters, curly_quotes, letters })
+        Ok(Self { session: Mutex::new(session), characters, letters })
     }
 }
 
@@ -497,22 +490,8 @@ impl Recognizer {
         Ok(scores.chunks(steps * classes).map(|line| self.decode(line, classes, look_alikes)).collect())
     }
 
-    /// The quote at a step whose best class is `"`: the curly quote the recognizer ranks
-    /// next when it gives it at least [`CURLY_QUOTE_SHARE`], else `"`. PP-OCRv6 reads printed
-    /// curly quotes as `"` with a curly one close behind; a straight quote it reads with no
-    /// curly one near.
-    fn straight_or_curly(&self, step: &[f32]) -> char {
-        self.curly_quotes
-            .iter()
-            .filter_map(|&i| step.get(i).map(|&p| (i, p)))
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .filter(|&(_, p)| p >= CURLY_QUOTE_SHARE)
-            .and_then(|(i, _)| self.characters.get(i).copied())
-            .unwrap_or('"')
-    }
-
     /// CTC's greedy decoding: the best class at each step, repeats and blanks dropped; a
-    /// letter of the page's languages (`look_alikes`) close behind its look-alike read instead.
+    /// character close behind its look-alike read instead (`LetterClasses::meant`).
     fn decode(&self, steps: &[f32], classes: usize, look_alikes: u8) -> Option<ReadPiece> {
         let space = self.characters.len() - 1;
         let mut emitted: Vec<Emitted> = Vec::new();
@@ -527,7 +506,6 @@ impl Recognizer {
                 && best != previous
                 && let Some(&ch) = self.characters.get(self.letters.meant(best, step, look_alikes))
             {
-                let ch = if ch == '"' { self.straight_or_curly(step) } else { ch };
                 apostrophe_shares.extend(self.letters.apostrophe_share(best, step));
                 emitted.push(Emitted { ch, step: index, space_before: space_peak });
                 confidence += score;
@@ -645,7 +623,7 @@ fn latin_letter_or_digit(c: char) -> bool {
 
 /// Quotes printed curly come in pairs: a straight quote read for one half of a pair whose
 /// other half was read curly is the curly one (the recognizer's curly share for a closing
-/// quote can fall under [`CURLY_QUOTE_SHARE`] where the opening one's did not).
+/// quote can fall under the share `letters` reads a curly one from where the opening one's did not).
 fn pair_curly_quotes(emitted: &mut [Emitted]) {
     let mut open: Option<usize> = None;
     for i in 0..emitted.len() {
