@@ -212,6 +212,15 @@ provision() {
       || { log "the int8 OCR recognizers were not written"; exit 1; }
     printf '%s' "$rec_stamp" >"$LOCAL/ocr/models/PP-OCRv6_rec_small-int8.sha256"
   fi
+  # (f) Tesseract, for the languages PaddleOCR's models do not read: the OCR layer's own script,
+  # for this machine's architecture (rerun when the script changes).
+  local tess_stamp; tess_stamp=$(sha256sum "$ROOT/infra/layers/ocr/tesseract.sh" | cut -d' ' -f1)
+  if [ "$(cat "$LOCAL/ocr/tesseract.sha256" 2>/dev/null)" != "$tess_stamp" ]; then
+    log "installing Tesseract's library and languages"
+    rm -rf "$LOCAL/ocr/lib" "$LOCAL/ocr/models/tessdata"
+    "$ROOT/infra/layers/ocr/tesseract.sh" "$(uname -m)" "$LOCAL/ocr/lib" "$LOCAL/ocr/models/tessdata"
+    printf '%s' "$tess_stamp" >"$LOCAL/ocr/tesseract.sha256"
+  fi
 }
 
 env_for() {
@@ -253,6 +262,7 @@ export ORT_DYLIB_PATH=$LOCAL/ocr/libonnxruntime.so
 # ONNX Runtime's telemetry uploader stays off, as the template sets it in AWS.
 export ORT_DISABLE_TELEMETRY=1
 export SLUICE_OCR_MODEL_DIR=$LOCAL/ocr/models
+export SLUICE_TESSERACT_LIBRARY=$LOCAL/ocr/lib/libtesseract.so.5
 export SLUICE_RUN_DIR=$run
 export SLUICE_LOCAL_EMBEDDINGS_URL=http://127.0.0.1:$EMBED_PORT/v1
 export SLUICE_EMBEDDER_ADDR=127.0.0.1:$EMBED_PORT

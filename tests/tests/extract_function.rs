@@ -40,7 +40,14 @@ impl Environment {
         let log = dir.join("log");
         let mut command = Command::new(built("sluice-lambda-seccomp"));
         command.args(filter).arg(built("sluice-extract")).env_clear();
-        for name in ["PATH", "PDFIUM_LIB_PATH", "ORT_DYLIB_PATH", "SLUICE_OCR_MODEL_DIR", "ORT_DISABLE_TELEMETRY"] {
+        for name in [
+            "PATH",
+            "PDFIUM_LIB_PATH",
+            "ORT_DYLIB_PATH",
+            "SLUICE_OCR_MODEL_DIR",
+            "SLUICE_TESSERACT_LIBRARY",
+            "ORT_DISABLE_TELEMETRY",
+        ] {
             if let Some(value) = std::env::var_os(name) {
                 command.env(name, value);
             }

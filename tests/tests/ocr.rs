@@ -209,16 +209,50 @@ async fn a_scanned_polish_pdf_is_found_by_a_polish_query_and_keeps_its_diacritic
     assert_eq!(first["metadata"]["ocr"], true, "{first}");
 }
 
+/// Russian prose as a port's report would print it.
+const RUSSIAN: &[&str] = &[
+    "Отчёт управления порта за первый квартал",
+    "Судоходство в северном канале было приостановлено",
+    "Углубление фарватера начнётся осенью",
+    "Владельцы лодок должны получить новые разрешения",
+];
+
+// Read by Tesseract in the extract function's worker, as on Lambda (the outer seccomp filter
+// and the worker's own confinement both hold).
+#[tokio::test]
+async fn a_scanned_russian_pdf_is_read_by_tesseract_and_found_by_a_russian_query() {
+    let stack = Stack::from_env().await;
+    let user = User::new();
+    let base =
+        base(&stack, &user, json!({"ocr_languages": ["rus", "eng"], "chunk_size": 300, "chunk_overlap": 0})).await;
+    assert_eq!(base["ingestion_config"]["ocr_languages"], json!(["rus", "eng"]), "{base}");
+    let kb_id = base["id"].as_str().expect("id");
+    let font = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf").expect("DejaVu Serif");
+    let page = sluice_fixtures::printed_page(RUSSIAN, &font, 150).expect("a font");
+    let scan = image_pdf(&[scanned(&page, 150, 1.0, 34)], 150);
+    stack.upload_document(&user, kb_id, "otchet.pdf", &scan).await;
+    stack.indexed(&user, kb_id).await;
+    let body = json!({"query": "углубление фарватера осенью", "knowledge_base_ids": [kb_id], "mode": "keyword"});
+    let (status, found) = stack.call_json(&user, Method::POST, "/rag/search", Some(body)).await;
+    assert_eq!(status, 200, "{found}");
+    let first = &found["results"][0];
+    let content = first["content"].as_str().unwrap_or_else(|| panic!("nothing found: {found}"));
+    for line in RUSSIAN {
+        assert!(content.contains(line), "{line:?} read whole: {content:?}");
+    }
+    assert_eq!(first["metadata"]["ocr"], true, "{first}");
+}
+
 #[tokio::test]
 async fn a_language_with_no_model_is_refused_where_it_is_configured() {
     let stack = Stack::from_env().await;
     let user = User::new();
     let body = json!({"name": "German scans", "scope": "personal", "embedding_provider": "local",
-        "embedding_model": "all-minilm-l6-v2", "ingestion_config": {"ocr_languages": ["rus"]}});
+        "embedding_model": "all-minilm-l6-v2", "ingestion_config": {"ocr_languages": ["ara"]}});
     let (status, refused) = stack.call_json(&user, Method::POST, "/kb", Some(body)).await;
     assert_eq!(status, 422, "a collection's own configuration: {refused}");
     let why = refused["error"]["details"]["fields"]["ingestion_config.ocr_languages"].as_str().expect("the field");
-    assert!(why.contains("\"rus\" has no OCR model"), "{why}");
+    assert!(why.contains("\"ara\" has no OCR model"), "{why}");
 
     // The same rule on a base's settings and on one upload's override.
     let base = base(&stack, &user, json!({"ocr_languages": ["eng", "chi_sim"], "ocr_dpi": 300})).await;
@@ -227,7 +261,7 @@ async fn a_language_with_no_model_is_refused_where_it_is_configured() {
     let (status, refused) = stack.call_json(&user, Method::PATCH, &format!("/kb/{kb_id}"), Some(patch)).await;
     assert_eq!(status, 422, "{refused}");
     assert!(refused["error"]["details"]["fields"]["ingestion_config.ocr_dpi"].is_string(), "{refused}");
-    let form = file_form("notes.txt", None, b"words".to_vec()).text("ingestion", r#"{"ocr_languages": ["ell"]}"#);
+    let form = file_form("notes.txt", None, b"words".to_vec()).text("ingestion", r#"{"ocr_languages": ["hin"]}"#);
     let (status, refused) = stack.post_form(&user, &format!("/kb/{kb_id}/documents"), form).await;
     assert_eq!(status, 400, "{refused}");
     assert!(refused["error"]["details"]["fields"]["ingestion_config.ocr_languages"].is_string(), "{refused}");

@@ -30,6 +30,11 @@ fn laid_out(from: &Path, dir: &Path) -> PathBuf {
     to
 }
 
+/// `libtesseract` laid out in `dir` with the libraries of its folder.
+fn tesseract_laid_out(library: &Path, dir: &Path) -> PathBuf {
+    laid_out(library.parent().expect("a folder"), dir).join(library.file_name().expect("a name"))
+}
+
 fn job(text: &str) -> Value {
     json!({
         "extension": "txt",
@@ -61,7 +66,9 @@ async fn a_rogue_parser_in_one_tenants_environment_reaches_nothing_of_another_te
         .with_env("SLUICE_EXTRACT_WORKER_PROGRAM", laid_out(&built("sluice-escape-probe"), &dir))
         .with_env("PDFIUM_LIB_PATH", laid_out(&variable("PDFIUM_LIB_PATH"), &dir))
         .with_env("ORT_DYLIB_PATH", laid_out(&variable("ORT_DYLIB_PATH"), &dir))
-        .with_env("SLUICE_OCR_MODEL_DIR", laid_out(&variable("SLUICE_OCR_MODEL_DIR"), &dir));
+        .with_env("SLUICE_OCR_MODEL_DIR", laid_out(&variable("SLUICE_OCR_MODEL_DIR"), &dir))
+        // Tesseract's library finds its own beside it: its folder is laid out whole.
+        .with_env("SLUICE_TESSERACT_LIBRARY", tesseract_laid_out(&variable("SLUICE_TESSERACT_LIBRARY"), &dir));
     let function = Arc::new(function);
     let secret = format!("B-secret-{}", uuid::Uuid::new_v4().simple());
 

@@ -50,6 +50,7 @@ const PASSED: &[&str] = &[
     "ORT_DYLIB_PATH",
     "ORT_DISABLE_TELEMETRY",
     "SLUICE_OCR_MODEL_DIR",
+    "SLUICE_TESSERACT_LIBRARY",
     "SLUICE_PARSE_MAX_MEMORY_MB",
     "RUST_LOG",
 ];
@@ -143,7 +144,7 @@ impl ExtractFunction {
     fn free_users(&self) -> Option<&Mutex<BTreeSet<u32>>> {
         self.free_users
             .get_or_init(|| {
-                let files = ["PDFIUM_LIB_PATH", "ORT_DYLIB_PATH", "SLUICE_OCR_MODEL_DIR"]
+                let files = ["PDFIUM_LIB_PATH", "ORT_DYLIB_PATH", "SLUICE_OCR_MODEL_DIR", "SLUICE_TESSERACT_LIBRARY"]
                     .iter()
                     .filter_map(|name| self.variable(name).map(PathBuf::from));
                 let mut needed = files.chain(self.command.iter().map(PathBuf::from));

@@ -440,9 +440,9 @@ mod tests {
         assert_eq!(Config::from_lookup(lookup(&base)).expect("config").chat_ocr_languages, ["eng"]);
         let named = Config::from_lookup(lookup(&[base[0], base[1], ("CHAT_OCR_LANGUAGES", "eng+chi_sim")]));
         assert_eq!(named.expect("config").chat_ocr_languages, ["eng", "chi_sim"]);
-        let refused = Config::from_lookup(lookup(&[base[0], base[1], ("CHAT_OCR_LANGUAGES", "eng+rus")]));
-        let refused = refused.expect_err("no model reads Russian").to_string();
-        assert!(refused.contains("CHAT_OCR_LANGUAGES") && refused.contains("\"rus\" has no OCR model"), "{refused}");
+        let refused = Config::from_lookup(lookup(&[base[0], base[1], ("CHAT_OCR_LANGUAGES", "eng+ara")]));
+        let refused = refused.expect_err("no model reads Arabic").to_string();
+        assert!(refused.contains("CHAT_OCR_LANGUAGES") && refused.contains("\"ara\" has no OCR model"), "{refused}");
     }
 
     #[test]

@@ -28,11 +28,19 @@ pub const MAX_PAGES_CEILING: u32 = 2000;
 /// PP-OCRv6 recognizer reads simplified and traditional Chinese, Japanese and these
 /// Latin-script languages with their diacritics, as measured page by page against
 /// Tesseract's own pack for each (`infra/local/bench-ocr-languages`; Turkish's dotless `ı`
-/// and Polish's `ą` `ę` read where the recognizer ranks them just behind a look-alike).
-/// Cyrillic, Greek, Arabic and Korean are not read; any language not listed is refused when
-/// configured, not read as nothing.
-pub const OCR_LANGUAGES: &[&str] =
-    &["eng", "chi_sim", "chi_tra", "jpn", "deu", "fra", "spa", "ita", "por", "nld", "pol", "ces", "swe", "tur"];
+/// and Polish's `ą` `ę` read where the recognizer ranks them just behind a look-alike);
+/// Russian, Ukrainian and Greek are read by Tesseract ([`TESSERACT_LANGUAGES`]). Any
+/// language not listed (Arabic, Hindi) is refused when configured, not read as nothing.
+pub const OCR_LANGUAGES: &[&str] = &[
+    "eng", "chi_sim", "chi_tra", "jpn", "deu", "fra", "spa", "ita", "por", "nld", "pol", "ces", "swe", "tur", "rus",
+    "ukr", "ell",
+];
+
+/// The languages Tesseract reads, with its own model for each, where PaddleOCR's recognizer
+/// reads none of their letters: a page of a list holding one of them is read by Tesseract in
+/// every language of the list, so such a list holds only these and English. The OCR crate's
+/// own list is the same (a test holds them together).
+pub const TESSERACT_LANGUAGES: &[&str] = &["rus", "ukr", "ell"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -432,6 +440,18 @@ fn languages(field: &str, value: &Value) -> Result<Vec<String>, IngestionConfigE
             languages.push(code.to_owned());
         }
     }
+    let by_tesseract = |code: &String| TESSERACT_LANGUAGES.contains(&code.as_str());
+    if let Some(read_by_tesseract) = languages.iter().find(|code| by_tesseract(code))
+        && let Some(other) = languages.iter().find(|code| *code != "eng" && !by_tesseract(code))
+    {
+        return Err(IngestionConfigError::one(
+            field,
+            format!(
+                "{read_by_tesseract:?} is read by Tesseract, which has no model here for {other:?}: list it with eng or {} only",
+                TESSERACT_LANGUAGES.join(", ")
+            ),
+        ));
+    }
     Ok(languages)
 }
 
@@ -616,9 +636,17 @@ mod tests {
         assert_eq!(merged.ocr_languages, ["chi_sim", "eng"]);
         let merged = IngestionConfig::merged(base.clone(), &json!({"ocr_languages": ["jpn", "chi_tra"]}));
         assert_eq!(merged.expect("Japanese and traditional Chinese are read").ocr_languages, ["jpn", "chi_tra"]);
+        let merged = IngestionConfig::merged(base.clone(), &json!({"ocr_languages": ["eng", "rus", "ukr"]}));
+        assert_eq!(merged.expect("Russian and Ukrainian, with English").ocr_languages, ["eng", "rus", "ukr"]);
         for (changes, field, says) in [
-            (json!({"ocr_languages": ["rus"]}), "ingestion_config.ocr_languages", "\"rus\" has no OCR model"),
-            (json!({"ocr_languages": ["jpn", "kor"]}), "ingestion_config.ocr_languages", "\"kor\" has no OCR model"),
+            (json!({"ocr_languages": ["ara"]}), "ingestion_config.ocr_languages", "\"ara\" has no OCR model"),
+            (json!({"ocr_languages": ["jpn", "hin"]}), "ingestion_config.ocr_languages", "\"hin\" has no OCR model"),
+            (json!({"ocr_languages": ["rus", "deu"]}), "ingestion_config.ocr_languages", "no model here for \"deu\""),
+            (
+                json!({"ocr_languages": ["jpn", "ell"]}),
+                "ingestion_config.ocr_languages",
+                "\"ell\" is read by Tesseract",
+            ),
             (json!({"ocr_languages": []}), "ingestion_config.ocr_languages", "non-empty"),
             (json!({"ocr_dpi": 600}), "ingestion_config.ocr_dpi", "between 72 and 400"),
             (json!({"max_pages": 0}), "ingestion_config.max_pages", "between 1 and 2000"),

@@ -253,6 +253,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_languages_offered_for_tesseract_are_those_ocr_reads_with_it() {
+        let offered = sluice_domain::ingestion::TESSERACT_LANGUAGES;
+        assert_eq!(
+            &sluice_ocr::TESSERACT_LANGUAGES[1..],
+            offered,
+            "English is read beside them, not by Tesseract alone"
+        );
+        for language in offered {
+            assert!(sluice_domain::ingestion::OCR_LANGUAGES.contains(language), "{language} offered");
+            assert!(sluice_ocr::Alphabet::for_languages(&[language]).by_tesseract(), "{language}");
+        }
+        assert!(!sluice_ocr::Alphabet::for_languages(&["eng"]).by_tesseract());
+    }
+
+    #[test]
     fn a_documents_tenant_is_its_organization_else_its_user_else_the_app() {
         let (org, user) = (Uuid::from_u128(1), Uuid::from_u128(2));
         assert_eq!(Tenant::owner(Some(org), Some(user)).as_str(), "org-00000000000000000000000000000001");

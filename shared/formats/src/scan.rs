@@ -15,7 +15,7 @@ pub struct OcrOptions {
     /// The most pages OCRed from one file; later scanned pages are named as not read.
     pub max_pages: u32,
     /// The characters pages are read with: the Latin ones unless a language is Chinese.
-    #[serde(default)]
+    #[serde(flatten)]
     pub alphabet: sluice_ocr::Alphabet,
 }
 

@@ -331,3 +331,58 @@ fn a_page_s_apostrophes_are_read_the_one_way_it_prints_them() {
     assert_eq!(english.text.matches('\'').count(), printed(ENGLISH_STRAIGHT, '\''), "{}", english.text);
     assert!(!english.text.contains('’'), "{}", english.text);
 }
+
+/// Russian prose as a port's report would print it.
+const RUSSIAN: &[&str] = &[
+    "Отчёт управления порта за первый квартал",
+    "Судоходство в северном канале было приостановлено",
+    "Углубление фарватера начнётся осенью",
+    "Владельцы лодок должны получить новые разрешения",
+];
+
+/// Greek prose, its final sigma `ς` and tonos accents in it.
+const GREEK: &[&str] = &[
+    "Η λιμενική αρχή ανακοίνωσε νέους κανόνες ναυσιπλοΐας",
+    "Οι εργασίες στον βόρειο μώλο θα αρχίσουν το φθινόπωρο",
+    "Όλοι οι πλοίαρχοι πρέπει να λάβουν γραπτή άδεια",
+];
+
+#[test]
+fn russian_and_greek_pages_are_read_by_tesseract_in_their_own_letters() {
+    let engine = sluice_ocr::engine().expect("the OCR engine");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    // Greek alone: beside English, Tesseract reads a capital both alphabets draw alike (`Η`)
+    // as the Latin one (docs/ocr.md).
+    for (lines, languages, seed) in [(RUSSIAN, &["rus", "eng"][..], 44), (GREEK, &["ell"][..], 45)] {
+        let scan = printed_scan(lines, seed);
+        let alphabet = sluice_ocr::Alphabet::for_languages(&languages);
+        assert!(alphabet.by_tesseract(), "{languages:?}");
+        let read = engine.read(&scan, alphabet, deadline).expect("read");
+        let expected = lines.join("\n");
+        assert!(recall(&expected, &read.text) >= 0.95, "{languages:?}:\n{}", read.text);
+        assert_eq!(read.lines, lines.len(), "{}", read.text);
+        assert!(!read.unfinished);
+        // PaddleOCR's recognizer, asked to read the same page, reads next to none of it.
+        let latin = engine.read(&scan, sluice_ocr::Alphabet::ALL, deadline).expect("read");
+        assert!(recall(&expected, &latin.text) < 0.2, "{}", latin.text);
+    }
+}
+
+#[test]
+fn a_page_tesseract_is_stopped_on_keeps_what_it_read_or_says_it_had_no_time() {
+    let engine = sluice_ocr::engine().expect("the OCR engine");
+    let scan = printed_scan(RUSSIAN, 46);
+    let russian = sluice_ocr::Alphabet::for_languages(&["rus"]);
+    let mut asked = Vec::new();
+    let part = engine
+        .read_until(&scan, russian, |lines| {
+            asked.push(lines);
+            lines >= 2
+        })
+        .expect("its beginning");
+    assert!(part.unfinished, "{asked:?} {}", part.text);
+    assert_eq!(asked, [0, 1, 2], "asked before each line until told to stop");
+    assert_eq!(part.text, format!("{}\n{}\n", RUSSIAN[0], RUSSIAN[1]), "its first two lines");
+    let none = engine.read_until(&scan, russian, |_| true);
+    assert_eq!(none, Err(sluice_ocr::OcrError::Time));
+}

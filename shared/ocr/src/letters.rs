@@ -1,10 +1,10 @@
-//! Characters the recognizer reads as a look-alike. PP-OCRv6 reads printed curly quotes as
-//! `"` with the curly one close behind, where a straight quote has none near. It saw few of some languages' letters
-//! in training: where a Turkish page prints a dotless `ı`, or a Polish one `ą`, it often ranks
-//! the letter a close second behind `i` or `a`; a page of those languages reads the letter
-//! there. And it tells the typographic apostrophe `’` from the straight `'` poorly, one at a
-//! time, but a page prints its apostrophes one way: the page's apostrophes together decide.
-//! Measured on the multilingual benchmark's scans (docs/ocr.md, "Letters read as a look-alike").
+//! Characters the recognizer reads as a look-alike. PP-OCRv6 reads printed curly quotes as `"` with
+//! the curly one close behind, where a straight quote has none near. It saw few of some languages'
+//! letters in training: where a Turkish page prints a dotless `ı`, or a Polish one `ą`, it often
+//! ranks the letter a close second behind `i` or `a`; a page of those languages reads the letter
+//! there. And it tells the typographic apostrophe `’` from the straight `'` poorly, one at a time,
+//! but a page prints its apostrophes one way: the page's apostrophes together decide. Measured on
+//! the multilingual benchmark's scans (docs/ocr.md, "Letters read as a look-alike").
 
 /// A language's letter the recognizer ranks just behind a look-alike it reads instead:
 /// (the language's Tesseract code, the look-alike read, the letter meant). Only pairs where,
@@ -20,7 +20,9 @@ const LOOK_ALIKES: [(&str, char, char); 7] = [
     ("tur", 'ș', 'ş'),
 ];
 
-// Each look-alike is one bit of the `u8` a page's alphabet carries.
+// Each look-alike is one bit of the `u8` a page's alphabet carries. The mask crosses releases
+// in the extraction options, so entries are only appended, never reordered (a wider mask is
+// still a JSON number).
 const _: () = assert!(LOOK_ALIKES.len() <= 8);
 
 /// The probability a language's letter needs at a step whose best is its look-alike: where the

@@ -6,10 +6,10 @@
 //! languages, its classifier cut to that script (`infra/layers/ocr/recognizer_int8.py`) — run
 //! by ONNX Runtime, whose
 //! `libonnxruntime.so` (the `onnxruntime` wheel's) is bound at run time like PDFium. Why this
-//! and not Tesseract: both the runtime and the models come from PyPI wheels whose Linux
-//! builds run on `provided.al2023` arm64 as a layer (Debian's Tesseract is built for a newer
-//! glibc), and on real and generated scans it reads more accurately — though two to three
-//! times slower than Tesseract run with one thread (BENCHMARKS.md).
+//! and not Tesseract: on real and generated scans, and in every Latin-script, Chinese and
+//! Japanese language offered, it reads more accurately — though two to three times slower
+//! than Tesseract run with one thread (BENCHMARKS.md). Languages it does not read (Russian,
+//! Ukrainian, Greek) are read by Tesseract (`tesseract`), also bound at run time.
 //!
 //! The library and the detector are loaded once per process, on first use (a recognizer when
 //! a page first needs its [`Alphabet`]), from
@@ -23,6 +23,7 @@
 mod geometry;
 pub mod layout;
 mod letters;
+mod tesseract;
 
 use fast_image_resize::images::ImageRef;
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
@@ -35,6 +36,7 @@ use sluice_onnx::ort;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
+pub use tesseract::{LANGUAGES as TESSERACT_LANGUAGES, LIBRARY_VARIABLE as TESSERACT_LIBRARY_VARIABLE};
 
 /// The longest side, in pixels, the detector sees; a larger page is scaled down to it.
 pub const MAX_SIDE: u32 = 2000;
@@ -153,25 +155,46 @@ pub enum Script {
 /// The characters a page is read with: the union of its languages' alphabets, as far as the
 /// models tell them apart, and the letters of those languages the recognizer reads as a
 /// look-alike (see `letters`).
+///
+/// On the wire (inside the extraction options, flattened) the script keeps the name and string
+/// it had before look-alikes joined it, `"alphabet": "latin"`, and the look-alikes are a field
+/// of their own left out when there are none: a caller and an extract function of neighbouring
+/// releases read each other's options (a deploy updates them one at a time).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Alphabet {
+    #[serde(rename = "alphabet", default)]
     pub script: Script,
-    /// Which of the known look-alikes the page's languages read their own letter for.
+    /// Which of the known look-alikes the page's languages read their own letter for; bits
+    /// are only ever added (see `letters`), so an older release's mask means the same.
+    #[serde(default, skip_serializing_if = "none")]
     look_alikes: u8,
+    /// The languages Tesseract reads the page in (see `tesseract`); none: PaddleOCR reads it.
+    #[serde(default, skip_serializing_if = "none")]
+    tesseract: u8,
+}
+
+fn none(mask: &u8) -> bool {
+    *mask == 0
 }
 
 impl Alphabet {
     /// The Latin script, no language's letters favoured.
-    pub const LATIN: Self = Self { script: Script::Latin, look_alikes: 0 };
+    pub const LATIN: Self = Self { script: Script::Latin, look_alikes: 0, tesseract: 0 };
     /// Every character, no language's letters favoured.
-    pub const ALL: Self = Self { script: Script::All, look_alikes: 0 };
+    pub const ALL: Self = Self { script: Script::All, look_alikes: 0, tesseract: 0 };
 
     /// The alphabet for Tesseract language codes: every character when one is Chinese or
-    /// Japanese, and the letters of each the recognizer reads as a look-alike.
+    /// Japanese, and the letters of each the recognizer reads as a look-alike; read by
+    /// Tesseract when one is a language only it reads here (Russian, Ukrainian, Greek).
     pub fn for_languages<S: AsRef<str>>(languages: &[S]) -> Self {
         let cjk = |code: &str| code.starts_with("chi_") || code == "jpn";
         let script = if languages.iter().any(|code| cjk(code.as_ref())) { Script::All } else { Script::Latin };
-        Self { script, look_alikes: letters::look_alikes_for(languages) }
+        Self { script, look_alikes: letters::look_alikes_for(languages), tesseract: tesseract::mask_for(languages) }
+    }
+
+    /// Whether Tesseract reads pages of this alphabet.
+    pub fn by_tesseract(&self) -> bool {
+        self.tesseract != 0
     }
 }
 
@@ -213,6 +236,7 @@ pub fn engine() -> Result<&'static Engine, OcrError> {
 /// it, so a missing layer fails the deployment, not each scan.
 pub fn ensure_installed() -> Result<(), String> {
     runtime()?;
+    tesseract::ensure_installed()?;
     let recognizers = [recognizer_file(Script::Latin)?, recognizer_file(Script::All)?];
     for file in [DETECTOR_FILE].into_iter().chain(recognizers) {
         let path = model_dir().join(file);
@@ -304,10 +328,11 @@ impl Engine {
         slot.get_or_init(|| Recognizer::load(script)).as_ref().map_err(|message| OcrError::Unavailable(message.clone()))
     }
 
-    /// Reads one page, asking `stop` (with the windows of lines read so far) before each batch
-    /// of lines whether to stop there. The lines are read in reading order, [`WINDOW`] pieces at
-    /// a time, so a page stopped early keeps its beginning: the lines of every window read
-    /// whole. `Err(Time)` when stopped before a window was read.
+    /// Reads one page, asking `stop` (with the windows of lines read so far; the lines, on a
+    /// page Tesseract reads) before each batch of lines whether to stop there. The lines are
+    /// read in reading order, [`WINDOW`] pieces at a time, so a page stopped early keeps its
+    /// beginning: the lines of every window read whole. `Err(Time)` when stopped before a
+    /// window was read.
     pub fn read_until(
         &self,
         page: &GrayImage,
@@ -316,6 +341,9 @@ impl Engine {
     ) -> Result<PageText, OcrError> {
         if page.width() < 8 || page.height() < 8 {
             return Ok(PageText::default());
+        }
+        if alphabet.by_tesseract() {
+            return tesseract::read(page, alphabet.tesseract, &mut stop);
         }
         let recognizer = self.recognizer(alphabet.script)?;
         let ink = imageproc::contrast::otsu_level(page);
