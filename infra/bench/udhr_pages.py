@@ -11,9 +11,9 @@ character), black on white: `OUT/clean-<tess>_<font>-<dpi>-0.png`, and the text
 as printed, line by line, in `OUT/lang-<tess>_<font>-<dpi>-0.gt.txt` (the benchmark's scanner
 turns each clean page into `lang-….png`).
 
-Chinese and Japanese are set in the `--cjk-fonts` (OpenType collections such as Noto's CJK
-ones, under the same names as `--fonts`), each in the face drawn for that language's glyph
-forms: simplified Chinese, traditional Chinese, Japanese.
+Chinese, Japanese and Korean are set in the `--cjk-fonts` (OpenType collections such as Noto's
+CJK ones, under the same names as `--fonts`), each in the face drawn for that language's glyph
+forms: simplified Chinese, traditional Chinese, Japanese, Korean (wrapped at its spaces).
 """
 
 import argparse
@@ -26,7 +26,9 @@ from PIL import Image, ImageDraw, ImageFont
 LINES_PER_PAGE = 34
 
 # The face of a CJK collection for each language, by the region its family name ends with.
-CJK_REGIONS = {"chi_sim": "SC", "chi_tra": "TC", "jpn": "JP"}
+CJK_REGIONS = {"chi_sim": "SC", "chi_tra": "TC", "jpn": "JP", "kor": "KR"}
+# Of those, the languages that put spaces between words: wrapped at words, not characters.
+SPACED = {"kor"}
 
 
 def cjk_face(path: str, region: str, size: int) -> ImageFont.FreeTypeFont:
@@ -105,7 +107,7 @@ def main() -> None:
             for dpi in (int(d) for d in args.dpi.split(",")):
                 size = round(11 / 72 * dpi)
                 font = cjk_face(font_path, region, size) if region else ImageFont.truetype(font_path, size=size)
-                lines = wrapped(blocks, font, 6.27 * dpi, by_character=region is not None)
+                lines = wrapped(blocks, font, 6.27 * dpi, by_character=region is not None and tess not in SPACED)
                 stem = f"{tess}_{font_name}-{dpi}-0"
                 page(lines, font, dpi).save(args.out / f"clean-{stem}.png")
                 (args.out / f"lang-{stem}.gt.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -185,28 +185,43 @@ const POLISH: &[&str] = &[
     "Ruch statków wzrósł o dwanaście procent, źródło: kapitanat",
 ];
 
-#[tokio::test]
-async fn a_scanned_polish_pdf_is_found_by_a_polish_query_and_keeps_its_diacritics() {
-    let stack = Stack::from_env().await;
+/// The first hit of `query` (in `mode`) in a new base of `languages` holding one document: a
+/// scan of `lines` printed in DejaVu Serif (provisioned by the stack: Debian's
+/// fonts-dejavu-core). The hit is asserted to be OCR's.
+async fn first_hit_in_a_scan(
+    stack: &Stack,
+    languages: &[&str],
+    lines: &[&str],
+    seed: u64,
+    query: &str,
+    mode: &str,
+) -> String {
     let user = User::new();
-    let base = base(&stack, &user, json!({"ocr_languages": ["pol"], "chunk_size": 300, "chunk_overlap": 0})).await;
-    assert_eq!(base["ingestion_config"]["ocr_languages"], json!(["pol"]), "{base}");
+    let ingestion = json!({"ocr_languages": languages, "chunk_size": 300, "chunk_overlap": 0});
+    let base = base(stack, &user, ingestion).await;
+    assert_eq!(base["ingestion_config"]["ocr_languages"], json!(languages), "{base}");
     let kb_id = base["id"].as_str().expect("id");
-    // Provisioned by the stack (Debian's fonts-dejavu-core).
     let font = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf").expect("DejaVu Serif");
-    let page = sluice_fixtures::printed_page(POLISH, &font, 150).expect("a font");
-    let scan = image_pdf(&[scanned(&page, 150, 1.0, 31)], 150);
-    stack.upload_document(&user, kb_id, "sprawozdanie.pdf", &scan).await;
+    let page = sluice_fixtures::printed_page(lines, &font, 150).expect("a font");
+    let scan = image_pdf(&[scanned(&page, 150, 1.0, seed)], 150);
+    stack.upload_document(&user, kb_id, "scan.pdf", &scan).await;
     stack.indexed(&user, kb_id).await;
-    let body = json!({"query": "pogłębianie toru wodnego jesienią", "knowledge_base_ids": [kb_id], "mode": "hybrid"});
+    let body = json!({"query": query, "knowledge_base_ids": [kb_id], "mode": mode});
     let (status, found) = stack.call_json(&user, Method::POST, "/rag/search", Some(body)).await;
     assert_eq!(status, 200, "{found}");
     let first = &found["results"][0];
-    let content = first["content"].as_str().unwrap_or_else(|| panic!("nothing found: {found}"));
+    assert_eq!(first["metadata"]["ocr"], true, "{first}");
+    first["content"].as_str().unwrap_or_else(|| panic!("nothing found: {found}")).to_owned()
+}
+
+#[tokio::test]
+async fn a_scanned_polish_pdf_is_found_by_a_polish_query_and_keeps_its_diacritics() {
+    let stack = Stack::from_env().await;
+    let content =
+        first_hit_in_a_scan(&stack, &["pol"], POLISH, 31, "pogłębianie toru wodnego jesienią", "hybrid").await;
     for word in ["Pogłębianie", "jesienią", "Żegluga", "północnym", "Właściciele", "łodzi", "źródło"] {
         assert!(content.contains(word), "{word:?} read with its diacritics: {content:?}");
     }
-    assert_eq!(first["metadata"]["ocr"], true, "{first}");
 }
 
 /// Russian prose as a port's report would print it.
@@ -222,25 +237,11 @@ const RUSSIAN: &[&str] = &[
 #[tokio::test]
 async fn a_scanned_russian_pdf_is_read_by_tesseract_and_found_by_a_russian_query() {
     let stack = Stack::from_env().await;
-    let user = User::new();
-    let base =
-        base(&stack, &user, json!({"ocr_languages": ["rus", "eng"], "chunk_size": 300, "chunk_overlap": 0})).await;
-    assert_eq!(base["ingestion_config"]["ocr_languages"], json!(["rus", "eng"]), "{base}");
-    let kb_id = base["id"].as_str().expect("id");
-    let font = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf").expect("DejaVu Serif");
-    let page = sluice_fixtures::printed_page(RUSSIAN, &font, 150).expect("a font");
-    let scan = image_pdf(&[scanned(&page, 150, 1.0, 34)], 150);
-    stack.upload_document(&user, kb_id, "otchet.pdf", &scan).await;
-    stack.indexed(&user, kb_id).await;
-    let body = json!({"query": "углубление фарватера осенью", "knowledge_base_ids": [kb_id], "mode": "keyword"});
-    let (status, found) = stack.call_json(&user, Method::POST, "/rag/search", Some(body)).await;
-    assert_eq!(status, 200, "{found}");
-    let first = &found["results"][0];
-    let content = first["content"].as_str().unwrap_or_else(|| panic!("nothing found: {found}"));
+    let content =
+        first_hit_in_a_scan(&stack, &["rus", "eng"], RUSSIAN, 34, "углубление фарватера осенью", "keyword").await;
     for line in RUSSIAN {
         assert!(content.contains(line), "{line:?} read whole: {content:?}");
     }
-    assert_eq!(first["metadata"]["ocr"], true, "{first}");
 }
 
 #[tokio::test]

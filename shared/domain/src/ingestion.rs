@@ -29,18 +29,18 @@ pub const MAX_PAGES_CEILING: u32 = 2000;
 /// Latin-script languages with their diacritics, as measured page by page against
 /// Tesseract's own pack for each (`infra/local/bench-ocr-languages`; Turkish's dotless `ı`
 /// and Polish's `ą` `ę` read where the recognizer ranks them just behind a look-alike);
-/// Russian, Ukrainian and Greek are read by Tesseract ([`TESSERACT_LANGUAGES`]). Any
+/// Russian, Ukrainian, Greek and Korean are read by Tesseract ([`TESSERACT_LANGUAGES`]). Any
 /// language not listed (Arabic, Hindi) is refused when configured, not read as nothing.
 pub const OCR_LANGUAGES: &[&str] = &[
     "eng", "chi_sim", "chi_tra", "jpn", "deu", "fra", "spa", "ita", "por", "nld", "pol", "ces", "swe", "tur", "rus",
-    "ukr", "ell",
+    "ukr", "ell", "kor",
 ];
 
 /// The languages Tesseract reads, with its own model for each, where PaddleOCR's recognizer
 /// reads none of their letters: a page of a list holding one of them is read by Tesseract in
 /// every language of the list, so such a list holds only these and English. The OCR crate's
 /// own list is the same (a test holds them together).
-pub const TESSERACT_LANGUAGES: &[&str] = &["rus", "ukr", "ell"];
+pub const TESSERACT_LANGUAGES: &[&str] = &["rus", "ukr", "ell", "kor"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -355,7 +355,7 @@ fn russian_and_greek_pages_are_read_by_tesseract_in_their_own_letters() {
     // as the Latin one (docs/ocr.md).
     for (lines, languages, seed) in [(RUSSIAN, &["rus", "eng"][..], 44), (GREEK, &["ell"][..], 45)] {
         let scan = printed_scan(lines, seed);
-        let alphabet = sluice_ocr::Alphabet::for_languages(&languages);
+        let alphabet = sluice_ocr::Alphabet::for_languages(languages);
         assert!(alphabet.by_tesseract(), "{languages:?}");
         let read = engine.read(&scan, alphabet, deadline).expect("read");
         let expected = lines.join("\n");

@@ -9,7 +9,7 @@
 //! and not Tesseract: on real and generated scans, and in every Latin-script, Chinese and
 //! Japanese language offered, it reads more accurately — though two to three times slower
 //! than Tesseract run with one thread (BENCHMARKS.md). Languages it does not read (Russian,
-//! Ukrainian, Greek) are read by Tesseract (`tesseract`), also bound at run time.
+//! Ukrainian, Greek, Korean) are read by Tesseract (`tesseract`), also bound at run time.
 //!
 //! The library and the detector are loaded once per process, on first use (a recognizer when
 //! a page first needs its [`Alphabet`]), from
@@ -185,7 +185,7 @@ impl Alphabet {
 
     /// The alphabet for Tesseract language codes: every character when one is Chinese or
     /// Japanese, and the letters of each the recognizer reads as a look-alike; read by
-    /// Tesseract when one is a language only it reads here (Russian, Ukrainian, Greek).
+    /// Tesseract when one is a language only it reads here (Russian, Ukrainian, Greek, Korean).
     pub fn for_languages<S: AsRef<str>>(languages: &[S]) -> Self {
         let cjk = |code: &str| code.starts_with("chi_") || code == "jpn";
         let script = if languages.iter().any(|code| cjk(code.as_ref())) { Script::All } else { Script::Latin };

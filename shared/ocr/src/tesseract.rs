@@ -1,6 +1,7 @@
 //! Tesseract 5's line recognizer, for the languages PaddleOCR's models do not read: Russian,
 //! Ukrainian and Greek (the benchmark's pages: 70–96 % CER with PP-OCRv6, 0–1.7 % with
-//! Tesseract and the language's pack; BENCHMARKS.md "OCR by language").
+//! Tesseract and the language's pack; BENCHMARKS.md "OCR by language") and Korean, whose
+//! Hangul PP-OCRv6's dictionary lacks.
 //!
 //! `libtesseract` is the one the `tesserocr` wheel on PyPI bundles (built for manylinux_2_28,
 //! so it runs on `provided.al2023`, with its Leptonica and image libraries beside it), bound
@@ -19,7 +20,7 @@ use std::sync::OnceLock;
 /// holding any of them but English is read by Tesseract, with every one of them it holds.
 /// Only appended to (the mask crosses releases in the extraction options). The domain's
 /// `TESSERACT_LANGUAGES` are these but English.
-pub const LANGUAGES: [&str; 4] = ["eng", "rus", "ukr", "ell"];
+pub const LANGUAGES: [&str; 5] = ["eng", "rus", "ukr", "ell", "kor"];
 /// Greek's bit in the mask.
 const GREEK: usize = 3;
 const _: () = assert!(matches!(LANGUAGES[GREEK].as_bytes(), b"ell"));
