@@ -43,6 +43,9 @@ fn a_missing_ocr_runtime_or_model_is_the_deployments_failure() {
         report.contains("ocr: OCR is not available: /nonexistent/ocr/ch_PP-OCRv4_det_infer.onnx is missing"),
         "{report}"
     );
+    let (ok, report) = doctor(&[("SLUICE_TESSERACT_LIBRARY", "/nonexistent/libtesseract.so.5")]);
+    assert!(!ok, "{report}");
+    assert!(report.contains("ocr: Tesseract is not available: /nonexistent/libtesseract.so.5 is missing"), "{report}");
 }
 
 #[test]

@@ -236,7 +236,6 @@ pub fn engine() -> Result<&'static Engine, OcrError> {
 /// it, so a missing layer fails the deployment, not each scan.
 pub fn ensure_installed() -> Result<(), String> {
     runtime()?;
-    tesseract::ensure_installed()?;
     let recognizers = [recognizer_file(Script::Latin)?, recognizer_file(Script::All)?];
     for file in [DETECTOR_FILE].into_iter().chain(recognizers) {
         let path = model_dir().join(file);
@@ -244,7 +243,7 @@ pub fn ensure_installed() -> Result<(), String> {
             return Err(unavailable(&format!("{} is missing", path.display()), &"no such model file"));
         }
     }
-    Ok(())
+    tesseract::ensure_installed()
 }
 
 /// The recognizer's file for `script` at the precision `SLUICE_OCR_PRECISION` names.
