@@ -232,8 +232,7 @@ const RUSSIAN: &[&str] = &[
     "Владельцы лодок должны получить новые разрешения",
 ];
 
-// Read by Tesseract in the extract function's worker, as on Lambda (the outer seccomp filter
-// and the worker's own confinement both hold).
+// Read by Tesseract in the extract function's confined worker, through the local runner.
 #[tokio::test]
 async fn a_scanned_russian_pdf_is_read_by_tesseract_and_found_by_a_russian_query() {
     let stack = Stack::from_env().await;

@@ -36,7 +36,7 @@ use sluice_onnx::ort;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
-pub use tesseract::{LANGUAGES as TESSERACT_LANGUAGES, LIBRARY_VARIABLE as TESSERACT_LIBRARY_VARIABLE};
+pub use tesseract::LANGUAGES as TESSERACT_LANGUAGES;
 
 /// The longest side, in pixels, the detector sees; a larger page is scaled down to it.
 pub const MAX_SIDE: u32 = 2000;
